@@ -133,6 +133,7 @@ class GgufFile {
   std::span<const uint8_t> tensor_data(const TensorInfo& tensor) const;
 
  private:
+  friend class GgufParser;
   struct Impl;
   explicit GgufFile(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
