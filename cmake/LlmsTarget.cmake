@@ -1,6 +1,10 @@
 # Common compile settings for every llmserve target.
 function(llms_apply_settings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    # GCC 12 reports false -Wrestrict positives inside std::string at -O3 (GCC bug 105329).
+    target_compile_options(${target} PRIVATE -Wno-restrict)
+  endif()
   if(LLMS_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

@@ -1,13 +1,27 @@
 // llmserve command-line entry point: one binary, one subcommand per job.
+//
+// Errors from any command arrive here as llms::Error and become a one-line message and a
+// non-zero exit status (2 for bad arguments, 1 for everything else).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "inspect_command.h"
+#include "pull_command.h"
+#include "util/error.h"
+
 int main(int argc, char** argv) {
   CLI::App app{"llmserve: a large-language-model inference server"};
-  app.require_subcommand(0, 1);
-  CLI11_PARSE(app, argc, argv);
-  if (app.get_subcommands().empty()) {
-    std::puts(app.help().c_str());
+  app.require_subcommand(1);
+  int exit_code = 0;
+  llms::cli::add_inspect_command(app, exit_code);
+  llms::cli::add_pull_command(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const llms::Error& e) {
+    std::fprintf(stderr, "llmserve: %s\n", e.what());
+    return e.kind() == llms::Error::Kind::kInvalidArgument ? 2 : 1;
   }
-  return 0;
+  return exit_code;
 }

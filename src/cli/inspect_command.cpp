@@ -1,0 +1,274 @@
+// `llmserve inspect MODEL`: what a model file holds and what serving it will cost in memory.
+//
+// The report is built once as JSON; text output is a rendering of the same JSON, so `--json` and
+// the human view never disagree.
+#include "inspect_command.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fmt/core.h>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "gguf/gguf_file.h"
+#include "kv/kv_budget.h"
+#include "model/model_config.h"
+#include "model_registry.h"
+#include "util/byte_size.h"
+#include "util/error.h"
+
+namespace llms::cli {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+struct InspectOptions {
+  std::string model;
+  std::string cache_dir;
+  bool as_json = false;
+  bool no_tensors = false;
+  uint64_t n_ctx = 0;  // 0: the model's training context
+  uint64_t batch = 32;
+  std::string memory;  // empty: physical memory of this machine
+  std::string kv_type = "f16";
+};
+
+uint64_t physical_memory_bytes() {
+  long pages = ::sysconf(_SC_PHYS_PAGES);
+  long page_size = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page_size > 0 ? static_cast<uint64_t>(pages) * page_size : 0;
+}
+
+json tokenizer_summary(const gguf::GgufFile& file) {
+  json t = json::object();
+  auto model = file.get_string("tokenizer.ggml.model");
+  if (!model) return t;
+  t["model"] = *model;
+  t["pre"] = file.get_string("tokenizer.ggml.pre").value_or("");
+  if (auto tokens = file.find("tokenizer.ggml.tokens")) t["n_vocab"] = tokens->size();
+  if (auto merges = file.find("tokenizer.ggml.merges")) t["n_merges"] = merges->size();
+  t["has_scores"] = file.find("tokenizer.ggml.scores") != nullptr;
+  for (const char* id : {"bos", "eos", "unknown", "padding"}) {
+    std::string key = std::string("tokenizer.ggml.") + id + "_token_id";
+    if (auto v = file.get_uint(key)) t[std::string(id) + "_id"] = *v;
+  }
+  if (auto v = file.get_bool("tokenizer.ggml.add_bos_token")) t["add_bos"] = *v;
+  auto tmpl = file.get_string("tokenizer.chat_template");
+  t["chat_template_bytes"] = tmpl ? tmpl->size() : 0;
+  return t;
+}
+
+json build_report(const std::filesystem::path& path, const InspectOptions& opts) {
+  gguf::GgufFile file = gguf::GgufFile::open(path);
+  model::ModelConfig cfg = model::ModelConfig::from_gguf(file);
+
+  json r;
+  r["file"] = {{"path", path.string()},         {"bytes", file.file_size()},
+               {"gguf_version", file.version()}, {"alignment", file.alignment()},
+               {"n_metadata", file.metadata().size()}, {"n_tensors", file.tensors().size()},
+               {"data_offset", file.data_offset()}};
+  r["architecture"] = cfg.architecture;
+  r["name"] = cfg.name;
+  json kv_heads = cfg.n_kv_heads.empty() ? json(0) : json(cfg.n_kv_heads.front());
+  if (std::adjacent_find(cfg.n_kv_heads.begin(), cfg.n_kv_heads.end(),
+                         std::not_equal_to<>()) != cfg.n_kv_heads.end()) {
+    kv_heads = cfg.n_kv_heads;
+  }
+  uint64_t n_sliding = std::count(cfg.is_sliding.begin(), cfg.is_sliding.end(), true);
+  r["hyperparameters"] = {{"n_layers", cfg.n_layers},
+                          {"n_embd", cfg.n_embd},
+                          {"n_ff", cfg.n_ff},
+                          {"n_heads", cfg.n_heads},
+                          {"n_kv_heads", kv_heads},
+                          {"head_dim_k", cfg.head_dim_k},
+                          {"head_dim_v", cfg.head_dim_v},
+                          {"n_ctx_train", cfg.n_ctx_train},
+                          {"n_vocab", cfg.n_vocab},
+                          {"rope_freq_base", cfg.rope_freq_base},
+                          {"rope_scaling", cfg.rope_scaling_type},
+                          {"rms_norm_eps", cfg.rms_norm_eps},
+                          {"sliding_window", cfg.sliding_window},
+                          {"n_sliding_layers", n_sliding},
+                          {"tied_output", !cfg.has_output_weight}};
+  r["tokenizer"] = tokenizer_summary(file);
+
+  json metadata = json::object();
+  for (const auto& kv : file.metadata()) metadata[kv.key] = kv.value.to_display_string(4);
+  r["metadata"] = metadata;
+
+  struct TypeTotals {
+    uint64_t n_tensors = 0, n_params = 0, bytes = 0;
+  };
+  std::map<std::string, TypeTotals> by_type;
+  uint64_t n_params = 0, weight_bytes = 0;
+  json tensors = json::array();
+  for (const auto& t : file.tensors()) {
+    auto& tt = by_type[std::string(gguf::ggml_type_name(t.type))];
+    ++tt.n_tensors;
+    tt.n_params += t.n_elements;
+    tt.bytes += t.n_bytes;
+    n_params += t.n_elements;
+    weight_bytes += t.n_bytes;
+    std::vector<uint64_t> shape(t.ne.begin(), t.ne.begin() + t.n_dims);
+    tensors.push_back({{"name", t.name},
+                       {"type", gguf::ggml_type_name(t.type)},
+                       {"shape", shape},
+                       {"bytes", t.n_bytes},
+                       {"offset", t.offset}});
+  }
+  json types = json::array();
+  for (const auto& [name, tt] : by_type) {
+    types.push_back({{"type", name},
+                     {"n_tensors", tt.n_tensors},
+                     {"n_params", tt.n_params},
+                     {"bytes", tt.bytes}});
+  }
+  r["parameters"] = {{"n_params", n_params}, {"bytes", weight_bytes}, {"by_type", types}};
+  if (!opts.no_tensors) r["tensors"] = tensors;
+
+  auto kv_type = kv::kv_cache_type_from_name(opts.kv_type);
+  if (!kv_type) {
+    throw Error(Error::Kind::kInvalidArgument, "--kv-type '" + opts.kv_type +
+                                                   "' is not one of f32, f16, bf16, int8, fp8");
+  }
+  uint64_t memory = physical_memory_bytes();
+  if (!opts.memory.empty()) {
+    auto parsed = parse_byte_size(opts.memory);
+    if (!parsed) {
+      throw Error(Error::Kind::kInvalidArgument,
+                  "--memory '" + opts.memory + "' is not a byte size (e.g. 24GiB)");
+    }
+    memory = *parsed;
+  }
+  uint64_t n_ctx = opts.n_ctx ? opts.n_ctx : (cfg.n_ctx_train ? cfg.n_ctx_train : 4096);
+  kv::KvShape shape = cfg.kv_shape();
+  json per_token = json::object();
+  for (auto t : {kv::KvCacheType::kF32, kv::KvCacheType::kF16, kv::KvCacheType::kBF16,
+                 kv::KvCacheType::kInt8, kv::KvCacheType::kFp8}) {
+    per_token[std::string(kv::kv_cache_type_name(t))] = kv::kv_bytes_per_token(shape, t);
+  }
+  uint64_t per_sequence = kv::kv_bytes_per_sequence(shape, *kv_type, n_ctx);
+  r["kv_cache"] = {
+      {"cache_type", kv::kv_cache_type_name(*kv_type)},
+      {"formula", "2 x layers x kv_heads x head_dim x bytes_per_element (per token)"},
+      {"bytes_per_token", kv::kv_bytes_per_token(shape, *kv_type)},
+      {"bytes_per_token_by_type", per_token},
+      {"context", n_ctx},
+      {"bytes_per_sequence", per_sequence},
+      {"batch", opts.batch},
+      {"bytes_for_batch", per_sequence * opts.batch},
+      {"bytes_per_sequence_without_gqa",
+       kv::kv_bytes_per_sequence(shape.with_kv_heads(cfg.n_heads), *kv_type, n_ctx)},
+      {"memory_budget", memory},
+      {"weights_bytes", weight_bytes},
+      {"max_sequences", kv::max_sequences(shape, *kv_type, n_ctx, memory, weight_bytes)},
+  };
+  return r;
+}
+
+std::string shape_string(const json& shape) {
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += " x ";
+    s += std::to_string(shape[i].get<uint64_t>());
+  }
+  return s;
+}
+
+void print_text(const json& r) {
+  const json& f = r["file"];
+  fmt::print("File        {}\n", f["path"].get<std::string>());
+  fmt::print("            {} ({} bytes), GGUF v{}, {} metadata keys, {} tensors, alignment {}\n",
+             format_bytes(f["bytes"]), f["bytes"].get<uint64_t>(), f["gguf_version"].get<int>(),
+             f["n_metadata"].get<uint64_t>(), f["n_tensors"].get<uint64_t>(),
+             f["alignment"].get<uint64_t>());
+  fmt::print("Model       {} ({})\n\n", r["name"].get<std::string>(),
+             r["architecture"].get<std::string>());
+
+  fmt::print("Hyper-parameters\n");
+  for (const auto& [k, v] : r["hyperparameters"].items()) fmt::print("  {:<18} {}\n", k, v.dump());
+
+  fmt::print("\nTokenizer\n");
+  if (r["tokenizer"].empty()) fmt::print("  (none in file)\n");
+  for (const auto& [k, v] : r["tokenizer"].items()) fmt::print("  {:<18} {}\n", k, v.dump());
+
+  fmt::print("\nMetadata\n");
+  for (const auto& [k, v] : r["metadata"].items()) {
+    fmt::print("  {:<44} {}\n", k, v.get<std::string>());
+  }
+
+  if (r.contains("tensors")) {
+    fmt::print("\nTensors\n  {:<36} {:<6} {:<22} {:>12}\n", "name", "type", "shape", "bytes");
+    for (const auto& t : r["tensors"]) {
+      fmt::print("  {:<36} {:<6} {:<22} {:>12}\n", t["name"].get<std::string>(),
+                 t["type"].get<std::string>(), shape_string(t["shape"]), t["bytes"].get<uint64_t>());
+    }
+  }
+
+  const json& p = r["parameters"];
+  fmt::print("\nParameters  {} ({:.3f} B), {} of weights\n", p["n_params"].get<uint64_t>(),
+             p["n_params"].get<uint64_t>() / 1e9, format_bytes(p["bytes"]));
+  for (const auto& t : p["by_type"]) {
+    fmt::print("  {:<8} {:>4} tensors {:>14} params {:>12}\n", t["type"].get<std::string>(),
+               t["n_tensors"].get<uint64_t>(), t["n_params"].get<uint64_t>(),
+               format_bytes(t["bytes"]));
+  }
+
+  const json& kv = r["kv_cache"];
+  std::string type = kv["cache_type"];
+  fmt::print("\nKV cache ({}; {})\n", type, kv["formula"].get<std::string>());
+  std::string per_type;
+  for (const auto& [k, v] : kv["bytes_per_token_by_type"].items()) {
+    per_type += fmt::format("{}{} {}", per_type.empty() ? "" : ", ", k, format_bytes(v));
+  }
+  fmt::print("  per token            {} ({} bytes)   [{}]\n", format_bytes(kv["bytes_per_token"]),
+             kv["bytes_per_token"].get<uint64_t>(), per_type);
+  fmt::print("  per sequence         {} at {} tokens (without GQA sharing: {})\n",
+             format_bytes(kv["bytes_per_sequence"]), kv["context"].get<uint64_t>(),
+             format_bytes(kv["bytes_per_sequence_without_gqa"]));
+  const json& hp = r["hyperparameters"];
+  if (hp["n_sliding_layers"].get<uint64_t>() > 0) {
+    fmt::print("                       ({} of {} layers use a sliding window and hold at most {} "
+               "tokens)\n",
+               hp["n_sliding_layers"].get<uint64_t>(), hp["n_layers"].get<uint64_t>(),
+               hp["sliding_window"].get<uint64_t>());
+  }
+  fmt::print("  batch of {:<10} {}\n", kv["batch"].get<uint64_t>(),
+             format_bytes(kv["bytes_for_batch"]));
+  fmt::print("  budget               {} memory - {} weights -> {} sequences of {} tokens\n",
+             format_bytes(kv["memory_budget"]), format_bytes(kv["weights_bytes"]),
+             kv["max_sequences"].get<uint64_t>(), kv["context"].get<uint64_t>());
+}
+
+int run_inspect(const InspectOptions& opts) {
+  auto path = resolve_model(opts.model, opts.cache_dir);
+  json report = build_report(path, opts);
+  if (opts.as_json) {
+    std::puts(report.dump(2).c_str());
+  } else {
+    print_text(report);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app, int& exit_code) {
+  auto opts = std::make_shared<InspectOptions>();
+  auto* cmd = app.add_subcommand("inspect", "Show a model file's contents and KV-cache arithmetic");
+  cmd->add_option("model", opts->model, "GGUF file, or a registered model name")->required();
+  cmd->add_option("--cache-dir", opts->cache_dir, "Cache root for registered models");
+  cmd->add_flag("--json", opts->as_json, "Print the report as JSON");
+  cmd->add_flag("--no-tensors", opts->no_tensors, "Leave out the tensor table");
+  cmd->add_option("--ctx", opts->n_ctx, "Context length for the KV figures (default: the model's)");
+  cmd->add_option("--batch", opts->batch, "Sequences in a batch for the KV figures")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--memory", opts->memory, "Memory budget, e.g. 24GiB (default: this machine's RAM)");
+  cmd->add_option("--kv-type", opts->kv_type, "KV cache element type: f32, f16, bf16, int8, fp8");
+  cmd->callback([opts, &exit_code] { exit_code = run_inspect(*opts); });
+}
+
+}  // namespace llms::cli
