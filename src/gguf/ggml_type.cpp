@@ -1,8 +1,10 @@
 #include "gguf/ggml_type.h"
 
 #include <array>
+#include <string>
 
 #include "util/checked_math.h"
+#include "util/error.h"
 
 namespace llms::gguf {
 
@@ -57,7 +59,9 @@ const GgmlTypeInfo& ggml_type_info(GgmlType type) {
   for (const auto& info : kTypes) {
     if (info.type == type) return info;
   }
-  return kTypes[0];  // unreachable for valid enum values
+  // Only a raw id cast to the enum without ggml_type_info(uint32_t) can get here.
+  throw Error(Error::Kind::kInvalidArgument,
+              "unknown GGML type id " + std::to_string(static_cast<uint32_t>(type)));
 }
 
 std::string_view ggml_type_name(GgmlType type) { return ggml_type_info(type).name; }

@@ -124,3 +124,118 @@ uint64_t ModelConfig::max_kv_heads() const {
 }
 
 }  // namespace llms::model
+
+namespace llms::model {
+
+namespace {
+
+// Reads config.json keys, from `text_config` first when the model nests its language model there
+// (Gemma 3's multimodal configs do).
+class HfKeys {
+ public:
+  explicit HfKeys(const gguf::HfModelDir& dir) : dir_(dir) {
+    has_text_config_ = dir.find("text_config") != nullptr;
+  }
+
+  std::string path(std::string_view key) const {
+    std::string nested = "text_config." + std::string(key);
+    if (has_text_config_ && dir_.find(nested) != nullptr) return nested;
+    return std::string(key);
+  }
+
+  uint64_t required_positive(std::string_view key) const {
+    std::string k = path(key);
+    auto v = dir_.get_uint(k);
+    if (!v) throw_invalid_file("config.json lacks required key '" + k + "'");
+    if (*v == 0) throw_invalid_file("config.json key '" + k + "' is 0; it must be positive");
+    return *v;
+  }
+
+  std::optional<uint64_t> uint(std::string_view key) const { return dir_.get_uint(path(key)); }
+  std::optional<double> number(std::string_view key) const { return dir_.get_float(path(key)); }
+  std::optional<std::string> string(std::string_view key) const {
+    return dir_.get_string(path(key));
+  }
+  std::optional<bool> boolean(std::string_view key) const { return dir_.get_bool(path(key)); }
+  std::optional<std::vector<std::string>> strings(std::string_view key) const {
+    return dir_.get_strings(path(key));
+  }
+
+ private:
+  const gguf::HfModelDir& dir_;
+  bool has_text_config_ = false;
+};
+
+std::string gguf_architecture(const std::string& model_type) {
+  if (model_type == "gemma3_text") return "gemma3";
+  if (model_type == "mistral") return "llama";
+  return model_type;
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_hf(const gguf::HfModelDir& dir) {
+  HfKeys keys(dir);
+  ModelConfig c;
+  auto model_type = keys.string("model_type");
+  if (!model_type || model_type->empty()) throw_invalid_file("config.json lacks 'model_type'");
+  c.architecture = gguf_architecture(*model_type);
+  c.name = dir.architecture().value_or(*model_type);
+  c.n_layers = keys.required_positive("num_hidden_layers");
+  if (c.n_layers > 4096) throw_invalid_file("config.json 'num_hidden_layers' is absurd");
+  c.n_embd = keys.required_positive("hidden_size");
+  c.n_heads = keys.required_positive("num_attention_heads");
+  c.n_ff = keys.uint("intermediate_size").value_or(0);
+  uint64_t n_kv = keys.uint("num_key_value_heads").value_or(c.n_heads);
+  if (n_kv == 0 || n_kv > c.n_heads) {
+    throw_invalid_file("config.json 'num_key_value_heads' (" + std::to_string(n_kv) +
+                       ") must be between 1 and num_attention_heads (" +
+                       std::to_string(c.n_heads) + ")");
+  }
+  c.n_kv_heads.assign(c.n_layers, n_kv);
+  auto head_dim = keys.uint("head_dim");
+  if (!head_dim) {
+    if (c.n_embd % c.n_heads != 0) {
+      throw_invalid_file("config.json hidden_size is not a multiple of num_attention_heads");
+    }
+    head_dim = c.n_embd / c.n_heads;
+  }
+  if (*head_dim == 0) throw_invalid_file("config.json 'head_dim' is 0");
+  c.head_dim_k = c.head_dim_v = *head_dim;
+  c.n_ctx_train = keys.uint("max_position_embeddings").value_or(0);
+  c.n_vocab = keys.uint("vocab_size").value_or(0);
+  c.rope_freq_base = keys.number("rope_theta").value_or(10000.0);
+  if (auto type = dir.get_string(keys.path("rope_scaling.rope_type"))) {
+    c.rope_scaling_type = *type;
+  } else if (auto legacy = dir.get_string(keys.path("rope_scaling.type"))) {
+    c.rope_scaling_type = *legacy;
+  } else {
+    c.rope_scaling_type = "none";
+  }
+  c.rope_scaling_factor = dir.get_float(keys.path("rope_scaling.factor")).value_or(1.0);
+  c.rms_norm_eps = keys.number("rms_norm_eps").value_or(1e-6);
+
+  c.is_sliding.assign(c.n_layers, false);
+  bool uses_sliding = keys.boolean("use_sliding_window").value_or(c.architecture == "gemma3");
+  c.sliding_window = uses_sliding ? keys.uint("sliding_window").value_or(0) : 0;
+  if (c.sliding_window > 0) {
+    if (auto layer_types = keys.strings("layer_types")) {
+      if (layer_types->size() != c.n_layers) {
+        throw_invalid_file("config.json 'layer_types' must name one type per layer");
+      }
+      for (uint64_t i = 0; i < c.n_layers; ++i) {
+        c.is_sliding[i] = (*layer_types)[i] == "sliding_attention";
+      }
+    } else if (c.architecture == "gemma3") {
+      uint64_t pattern = keys.uint("sliding_window_pattern").value_or(kGemma3SlidingPattern);
+      for (uint64_t i = 0; i < c.n_layers; ++i) c.is_sliding[i] = pattern && (i + 1) % pattern;
+    } else {
+      c.is_sliding.assign(c.n_layers, true);
+    }
+  }
+  bool tied = keys.boolean("tie_word_embeddings").value_or(false);
+  c.has_output_weight = !tied && dir.weights().find_tensor("lm_head.weight") != nullptr;
+  return c;
+}
+
+}  // namespace llms::model

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gguf/gguf_file.h"
+#include "gguf/hf_model_dir.h"
 #include "kv/kv_budget.h"
 
 namespace llms::model {
@@ -31,11 +32,14 @@ struct ModelConfig {
   std::string rope_scaling_type;  // "none", "linear", "yarn", ...
   double rope_scaling_factor = 1.0;
   double rms_norm_eps = 1e-6;
-  uint64_t sliding_window = 0;    // 0: no sliding-window layers
-  std::vector<bool> is_sliding;   // per layer
-  bool has_output_weight = false; // false: output projection tied to the token embedding
+  uint64_t sliding_window = 0;     // 0: no sliding-window layers
+  std::vector<bool> is_sliding;    // per layer
+  bool has_output_weight = false;  // false: output projection tied to the token embedding
 
   static ModelConfig from_gguf(const gguf::GgufFile& file);
+  // From a Hugging Face config.json (Gemma 3's nested text_config included); the architecture is
+  // the GGUF name ("qwen2", "llama", "gemma3", ...) for the model_type.
+  static ModelConfig from_hf(const gguf::HfModelDir& dir);
 
   // The KV-cache shape of this model (per layer heads, widths and windows).
   kv::KvShape kv_shape() const;

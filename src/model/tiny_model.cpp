@@ -1,0 +1,293 @@
+#include "model/tiny_model.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "quant/quant.h"
+#include "util/error.h"
+
+namespace llms::model {
+
+namespace {
+
+using gguf::GgmlType;
+
+[[noreturn]] void bad_spec(const std::string& message) {
+  throw Error(Error::Kind::kInvalidArgument, "tiny model: " + message);
+}
+
+// GPT-2's byte-to-unicode table: printable bytes stand for themselves, the rest are shifted to
+// code points from 256 up, in byte order. Returns the tokens in the order GPT-2-style
+// vocabularies list them (printable bytes first).
+std::vector<std::string> byte_level_alphabet() {
+  auto utf8 = [](uint32_t cp) {
+    std::string s;
+    if (cp < 0x80) {
+      s += static_cast<char>(cp);
+    } else {
+      s += static_cast<char>(0xC0 | (cp >> 6));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    return s;
+  };
+  std::vector<std::string> printable, shifted;
+  uint32_t next = 256;
+  for (uint32_t b = 0; b < 256; ++b) {
+    bool is_printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
+    if (is_printable) {
+      printable.push_back(utf8(b));
+    } else {
+      shifted.push_back(utf8(next++));
+    }
+  }
+  printable.insert(printable.end(), shifted.begin(), shifted.end());
+  return printable;
+}
+
+TinyVocabulary byte_level_vocabulary() {
+  TinyVocabulary v;
+  v.tokens = byte_level_alphabet();
+  // "Ġ" is the byte-level symbol for a space. Each merge's result becomes the next token.
+  const char* merges[][2] = {{"Ġ", "t"},   {"h", "e"}, {"i", "n"}, {"Ġ", "a"},   {"e", "r"},
+                             {"Ġt", "he"}, {"o", "n"}, {"Ġ", "s"}, {"r", "e"},   {"a", "t"},
+                             {"Ġ", "o"},   {"e", "n"}, {"Ġ", "w"}, {"l", "l"},   {"Ġ", "c"},
+                             {"Ġ", "Ġ"},   {"Ġ", "i"}, {"o", "r"}, {"Ġw", "or"}, {"Ġ", "h"}};
+  for (const auto& m : merges) {
+    v.merges.push_back(std::string(m[0]) + " " + m[1]);
+    v.tokens.push_back(std::string(m[0]) + m[1]);
+  }
+  v.token_types.assign(v.tokens.size(), 1);
+  for (const char* special : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {
+    v.tokens.push_back(special);
+    v.token_types.push_back(3);
+  }
+  int32_t n = static_cast<int32_t>(v.tokens.size());
+  v.bos_id = n - 3;  // <|endoftext|>, as Qwen2 files declare it
+  v.pad_id = n - 3;
+  v.eos_id = n - 1;  // <|im_end|>
+  return v;
+}
+
+TinyVocabulary sentence_piece_vocabulary() {
+  TinyVocabulary v;
+  auto add = [&v](std::string token, int32_t type, float score) {
+    v.tokens.push_back(std::move(token));
+    v.token_types.push_back(type);
+    v.scores.push_back(score);
+  };
+  add("<pad>", 3, -1000.0f);
+  add("<eos>", 3, -1000.0f);
+  add("<bos>", 3, -1000.0f);
+  add("<unk>", 2, -1000.0f);
+  add("<start_of_turn>", 3, -1000.0f);
+  add("<end_of_turn>", 3, -1000.0f);
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    add(name, 6, 0.0f);
+  }
+  // Pieces with decreasing scores (higher score = preferred), "▁" marking a word start.
+  const char* pieces[] = {"▁",  "▁t", "he", "▁the", "in", "▁a", "er", "on",   "▁s", "re",
+                          "at", "▁o", "en", "▁w",   "ll", "▁c", "or", "▁wor", "ld", "▁world"};
+  float score = -1.0f;
+  for (const char* p : pieces) add(p, 1, score--);
+  for (char c = '!'; c <= '~'; ++c) add(std::string(1, c), 1, score--);
+  v.bos_id = 2;
+  v.eos_id = 1;
+  v.unk_id = 3;
+  v.pad_id = 0;
+  return v;
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+void check_divides(uint64_t block, uint64_t n, const char* what, GgmlType type) {
+  if (n % block != 0) {
+    bad_spec(std::string(what) + " = " + std::to_string(n) + " is not a multiple of the " +
+             std::string(gguf::ggml_type_name(type)) + " block size " + std::to_string(block));
+  }
+}
+
+struct Shape {
+  uint32_t head_dim;
+  uint32_t q_width;
+  uint32_t kv_width;
+};
+
+Shape validate(const TinyModelSpec& s) {
+  const std::string& a = s.architecture;
+  if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "gemma3") {
+    bad_spec("architecture '" + a + "' is not one of llama, qwen2, qwen3, gemma3");
+  }
+  if (s.n_layers == 0 || s.n_embd == 0 || s.n_ff == 0 || s.n_heads == 0 || s.n_kv_heads == 0) {
+    bad_spec("n_layers, n_embd, n_ff, n_heads and n_kv_heads must be positive");
+  }
+  if (s.n_heads % s.n_kv_heads != 0) bad_spec("n_heads must be a multiple of n_kv_heads");
+  uint32_t head_dim = s.head_dim;
+  if (head_dim == 0) {
+    if (s.n_embd % s.n_heads != 0) bad_spec("n_embd must be a multiple of n_heads");
+    head_dim = s.n_embd / s.n_heads;
+  }
+  if (head_dim % 2 != 0) bad_spec("head_dim must be even (RoPE rotates pairs)");
+  if (!quant::can_quantize(s.weight_type) && s.weight_type != GgmlType::kF32) {
+    bad_spec("weight type " + std::string(gguf::ggml_type_name(s.weight_type)) +
+             " cannot be produced by the quant module");
+  }
+  uint64_t block = gguf::ggml_type_info(s.weight_type).block_size;
+  check_divides(block, s.n_embd, "n_embd", s.weight_type);
+  check_divides(block, s.n_ff, "n_ff", s.weight_type);
+  check_divides(block, uint64_t{s.n_heads} * head_dim, "n_heads x head_dim", s.weight_type);
+  return Shape{head_dim, s.n_heads * head_dim, s.n_kv_heads * head_dim};
+}
+
+class TensorEmitter {
+ public:
+  TensorEmitter(const TinyModelSpec& spec, gguf::GgufWriter& writer) : spec_(spec), w_(writer) {}
+
+  void matrix(const std::string& name, uint64_t ne0, uint64_t ne1) {
+    std::vector<uint64_t> ne = {ne0, ne1};
+    std::vector<float> values = tiny_tensor_values(spec_, name, ne0 * ne1);
+    emit(name, spec_.weight_type, ne, values);
+  }
+
+  // Norm weights hover around 1, biases around 0.
+  void vector(const std::string& name, uint64_t n, float center) {
+    std::vector<float> values = tiny_tensor_values(spec_, name, n);
+    for (float& v : values) v += center;
+    std::vector<uint64_t> ne = {n};
+    emit(name, GgmlType::kF32, ne, values);
+  }
+
+ private:
+  void emit(const std::string& name, GgmlType type, const std::vector<uint64_t>& ne,
+            const std::vector<float>& values) {
+    std::vector<uint8_t> bytes;
+    if (type == GgmlType::kF32) {
+      bytes.resize(values.size() * sizeof(float));
+      std::memcpy(bytes.data(), values.data(), bytes.size());
+    } else {
+      bytes.resize(quant::quantized_row_bytes(type, static_cast<int64_t>(values.size())));
+      quant::quantize_row(type, values.data(), bytes.data(), static_cast<int64_t>(values.size()));
+    }
+    w_.add_tensor(name, type, ne, std::move(bytes));
+  }
+
+  const TinyModelSpec& spec_;
+  gguf::GgufWriter& w_;
+};
+
+void write_tokenizer(const TinyModelSpec& spec, const TinyVocabulary& v, gguf::GgufWriter& w) {
+  bool bpe = spec.tokenizer == TinyTokenizerKind::kByteLevelBpe;
+  w.set_string("tokenizer.ggml.model", bpe ? "gpt2" : "llama");
+  w.set_string("tokenizer.ggml.pre", bpe ? "qwen2" : "default");
+  w.set_strings("tokenizer.ggml.tokens", v.tokens);
+  w.set_i32s("tokenizer.ggml.token_type", v.token_types);
+  if (bpe) {
+    w.set_strings("tokenizer.ggml.merges", v.merges);
+  } else {
+    w.set_f32s("tokenizer.ggml.scores", v.scores);
+    w.set_u32("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(v.unk_id));
+    w.set_bool("tokenizer.ggml.add_space_prefix", false);
+  }
+  w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(v.bos_id));
+  w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(v.eos_id));
+  w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(v.pad_id));
+  w.set_bool("tokenizer.ggml.add_bos_token", !bpe);
+  w.set_bool("tokenizer.ggml.add_eos_token", false);
+  if (!spec.chat_template.empty()) w.set_string("tokenizer.chat_template", spec.chat_template);
+}
+
+}  // namespace
+
+TinyVocabulary make_tiny_vocabulary(TinyTokenizerKind kind) {
+  return kind == TinyTokenizerKind::kByteLevelBpe ? byte_level_vocabulary()
+                                                  : sentence_piece_vocabulary();
+}
+
+std::vector<float> tiny_tensor_values(const TinyModelSpec& spec, const std::string& tensor_name,
+                                      uint64_t n_elements) {
+  // Seeded per tensor name, so a tensor's values do not depend on which tensors precede it.
+  std::mt19937_64 rng(spec.seed ^ fnv1a(tensor_name));
+  std::vector<float> values(n_elements);
+  // Box-Muller on the raw generator: unlike std::normal_distribution its output is the same
+  // with every standard library.
+  constexpr double kTwoPi = 6.283185307179586;
+  for (uint64_t i = 0; i < n_elements; i += 2) {
+    double u1 = (static_cast<double>(rng() >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+    double u2 = static_cast<double>(rng() >> 11) * 0x1.0p-53;          // [0, 1)
+    double r = std::sqrt(-2.0 * std::log(u1)) * spec.weight_stddev;
+    values[i] = static_cast<float>(r * std::cos(kTwoPi * u2));
+    if (i + 1 < n_elements) values[i + 1] = static_cast<float>(r * std::sin(kTwoPi * u2));
+  }
+  return values;
+}
+
+gguf::GgufWriter build_tiny_model(const TinyModelSpec& spec) {
+  Shape shape = validate(spec);
+  const std::string& arch = spec.architecture;
+  bool is_gemma = arch == "gemma3";
+  TinyVocabulary vocab = make_tiny_vocabulary(spec.tokenizer);
+  const uint64_t n_vocab = vocab.tokens.size();
+
+  gguf::GgufWriter w;
+  w.set_string("general.architecture", arch);
+  w.set_string("general.name", "llmserve tiny " + arch);
+  w.set_u32(arch + ".block_count", spec.n_layers);
+  w.set_u32(arch + ".context_length", spec.n_ctx);
+  w.set_u32(arch + ".embedding_length", spec.n_embd);
+  w.set_u32(arch + ".feed_forward_length", spec.n_ff);
+  w.set_u32(arch + ".attention.head_count", spec.n_heads);
+  w.set_u32(arch + ".attention.head_count_kv", spec.n_kv_heads);
+  w.set_f32(arch + ".rope.freq_base", spec.rope_freq_base);
+  w.set_f32(arch + ".attention.layer_norm_rms_epsilon", 1e-6f);
+  if (spec.head_dim != 0 || is_gemma) {
+    w.set_u32(arch + ".attention.key_length", shape.head_dim);
+    w.set_u32(arch + ".attention.value_length", shape.head_dim);
+  }
+  if (is_gemma) {
+    w.set_u32(arch + ".attention.sliding_window", spec.sliding_window ? spec.sliding_window : 64);
+  }
+  write_tokenizer(spec, vocab, w);
+
+  TensorEmitter t(spec, w);
+  t.matrix("token_embd.weight", spec.n_embd, n_vocab);
+  t.vector("output_norm.weight", spec.n_embd, 1.0f);
+  if (!spec.tie_embeddings && !is_gemma) t.matrix("output.weight", spec.n_embd, n_vocab);
+  for (uint32_t i = 0; i < spec.n_layers; ++i) {
+    std::string p = "blk." + std::to_string(i) + ".";
+    t.vector(p + "attn_norm.weight", spec.n_embd, 1.0f);
+    t.matrix(p + "attn_q.weight", spec.n_embd, shape.q_width);
+    t.matrix(p + "attn_k.weight", spec.n_embd, shape.kv_width);
+    t.matrix(p + "attn_v.weight", spec.n_embd, shape.kv_width);
+    t.matrix(p + "attn_output.weight", shape.q_width, spec.n_embd);
+    if (arch == "qwen2") {
+      t.vector(p + "attn_q.bias", shape.q_width, 0.0f);
+      t.vector(p + "attn_k.bias", shape.kv_width, 0.0f);
+      t.vector(p + "attn_v.bias", shape.kv_width, 0.0f);
+    }
+    if (arch == "qwen3" || is_gemma) {
+      t.vector(p + "attn_q_norm.weight", shape.head_dim, 1.0f);
+      t.vector(p + "attn_k_norm.weight", shape.head_dim, 1.0f);
+    }
+    if (is_gemma) {
+      t.vector(p + "post_attention_norm.weight", spec.n_embd, 1.0f);
+      t.vector(p + "post_ffw_norm.weight", spec.n_embd, 1.0f);
+    }
+    t.vector(p + "ffn_norm.weight", spec.n_embd, 1.0f);
+    t.matrix(p + "ffn_gate.weight", spec.n_embd, spec.n_ff);
+    t.matrix(p + "ffn_up.weight", spec.n_embd, spec.n_ff);
+    t.matrix(p + "ffn_down.weight", spec.n_ff, spec.n_embd);
+  }
+  return w;
+}
+
+void write_tiny_model(const TinyModelSpec& spec, const std::filesystem::path& path) {
+  build_tiny_model(spec).write(path);
+}
+
+}  // namespace llms::model
