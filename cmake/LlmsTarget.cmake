@@ -32,3 +32,9 @@ function(llms_glob_module name)
   file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
   llms_module(${name} SOURCES ${sources} DEPS ${M_DEPS})
 endfunction()
+
+# With fuzzing on, instrument every library for coverage so libFuzzer can see inside the parsers
+# (the fuzz harnesses alone link the fuzzer runtime; ASan's runtime serves the hooks elsewhere).
+if(LLMS_FUZZ AND CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()

@@ -25,12 +25,13 @@ constexpr uint8_t kMagic[4] = {'G', 'G', 'U', 'F'};
 constexpr uint64_t kDefaultAlignment = 32;
 constexpr uint64_t kMaxAlignment = 1u << 20;  // real files use 32; refuse absurd padding
 constexpr uint32_t kMaxDims = 4;
-constexpr int kMaxArrayDepth = 8;             // arrays of arrays nest at most this deep
+constexpr int kMaxArrayDepth = 8;  // arrays of arrays nest at most this deep
 constexpr uint64_t kMaxTensorNameBytes = 1024;
 // Smallest encodings, used to refuse counts the remaining bytes cannot possibly hold.
-constexpr uint64_t kMinKeyValueBytes = 8 + 4 + 1;          // key length, type, 1-byte value
-constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // name length, n_dims, 1 dim, type, offset
-constexpr uint64_t kMinArrayBytes = 4 + 8;                 // element type, count
+constexpr uint64_t kMinKeyValueBytes = 8 + 4 + 1;  // key length, type, 1-byte value
+constexpr uint64_t kMinTensorInfoBytes =
+    8 + 4 + 8 + 4 + 8;                      // name length, n_dims, 1 dim, type, offset
+constexpr uint64_t kMinArrayBytes = 4 + 8;  // element type, count
 
 [[noreturn]] void fail(const std::string& message) { throw_invalid_file("GGUF: " + message); }
 
@@ -421,6 +422,20 @@ class GgufParser {
     return s;
   }
 
+  // read_string for element i of an array; the error text is built only on failure, since
+  // vocabularies hold hundreds of thousands of strings.
+  std::string_view read_element_string(const std::string& where, uint64_t i) {
+    uint64_t len = 0;
+    if (remaining() >= sizeof len) std::memcpy(&len, bytes_.data() + pos_, sizeof len);
+    if (remaining() < sizeof len || len > remaining() - sizeof len) {
+      return read_string(where + " element " + std::to_string(i));  // throws with the context
+    }
+    pos_ += sizeof len;
+    std::string_view s(reinterpret_cast<const char*>(bytes_.data() + pos_), len);
+    pos_ += len;
+    return s;
+  }
+
   void parse_header() {
     need(4, "magic");
     if (std::memcmp(bytes_.data(), kMagic, 4) != 0) fail("bad magic: not a GGUF file");
@@ -510,17 +525,15 @@ class GgufParser {
     if (v.element_type_ == ValueType::kString) {
       auto strings = std::make_shared<std::vector<std::string_view>>();
       strings->reserve(v.count_);
-      for (uint64_t i = 0; i < v.count_; ++i) {
-        strings->push_back(read_string(where + " element " + std::to_string(i)));
-      }
+      for (uint64_t i = 0; i < v.count_; ++i) strings->push_back(read_element_string(where, i));
       v.strings_ = std::move(strings);
     } else if (v.element_type_ == ValueType::kArray) {
       auto items = std::make_shared<std::vector<Value>>();
       items->reserve(v.count_);
       for (uint64_t i = 0; i < v.count_; ++i) {
         std::string item_where = where + " element " + std::to_string(i);
-        items->push_back(parse_value(static_cast<uint32_t>(ValueType::kArray), item_where,
-                                     depth + 1));
+        items->push_back(
+            parse_value(static_cast<uint32_t>(ValueType::kArray), item_where, depth + 1));
       }
       v.items_ = std::move(items);
     } else {
@@ -587,8 +600,8 @@ class GgufParser {
       if (!info) fail(where + " has unknown tensor type " + std::to_string(raw_type));
       t.type = info->type;
       if (t.ne[0] % info->block_size != 0) {
-        fail(where + " of type " + std::string(info->name) + ": ne[0] = " +
-             std::to_string(t.ne[0]) + " is not a multiple of the block size " +
+        fail(where + " of type " + std::string(info->name) +
+             ": ne[0] = " + std::to_string(t.ne[0]) + " is not a multiple of the block size " +
              std::to_string(info->block_size));
       }
       auto n_bytes = checked_mul(n_elements / info->block_size, info->type_size);
@@ -596,8 +609,8 @@ class GgufParser {
       t.n_bytes = *n_bytes;
       t.offset = read<uint64_t>("offset of " + where);
       if (t.offset % impl_.alignment != 0) {
-        fail(where + " offset " + std::to_string(t.offset) + " is not a multiple of the alignment " +
-             std::to_string(impl_.alignment));
+        fail(where + " offset " + std::to_string(t.offset) +
+             " is not a multiple of the alignment " + std::to_string(impl_.alignment));
       }
       impl_.tensors.push_back(std::move(t));
     }
@@ -632,7 +645,8 @@ class GgufParser {
     for (size_t i = 1; i < by_offset.size(); ++i) {
       const TensorInfo& prev = *by_offset[i - 1];
       if (prev.offset + prev.n_bytes > by_offset[i]->offset) {
-        fail("tensor " + quote_name(by_offset[i]->name) + " overlaps tensor " + quote_name(prev.name));
+        fail("tensor " + quote_name(by_offset[i]->name) + " overlaps tensor " +
+             quote_name(prev.name));
       }
     }
   }
@@ -701,8 +715,7 @@ std::optional<T> typed(const Value* v, std::string_view key, std::optional<T> co
   if (v == nullptr) return std::nullopt;
   if (!converted) {
     throw_invalid_file("GGUF: key " + quote_name(key) + " has type " + describe_type(*v) +
-                       " (value " + v->to_display_string(4) + "), expected " +
-                       std::string(wanted));
+                       " (value " + v->to_display_string(4) + "), expected " + std::string(wanted));
   }
   return converted;
 }
@@ -744,14 +757,12 @@ std::optional<std::vector<std::string>> GgufFile::get_strings(std::string_view k
 
 std::optional<std::vector<double>> GgufFile::get_floats(std::string_view key) const {
   const Value* v = find(key);
-  return typed<std::vector<double>>(v, key, v ? v->to_floats() : std::nullopt,
-                                    "array of numbers");
+  return typed<std::vector<double>>(v, key, v ? v->to_floats() : std::nullopt, "array of numbers");
 }
 
 std::optional<std::vector<int64_t>> GgufFile::get_ints(std::string_view key) const {
   const Value* v = find(key);
-  return typed<std::vector<int64_t>>(v, key, v ? v->to_ints() : std::nullopt,
-                                     "array of integers");
+  return typed<std::vector<int64_t>>(v, key, v ? v->to_ints() : std::nullopt, "array of integers");
 }
 
 }  // namespace llms::gguf

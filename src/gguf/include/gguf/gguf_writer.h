@@ -92,8 +92,8 @@ class GgufWriter {
  public:
   static constexpr uint32_t kDefaultAlignment = 32;
   static constexpr uint32_t kMaxAlignment = 1u << 20;
-  static constexpr size_t kMaxKeyBytes = 65535;        // the GGUF spec's limit on key length
-  static constexpr size_t kMaxTensorNameBytes = 63;    // llama.cpp's GGML_MAX_NAME - 1
+  static constexpr size_t kMaxKeyBytes = 65535;      // the GGUF spec's limit on key length
+  static constexpr size_t kMaxTensorNameBytes = 63;  // llama.cpp's GGML_MAX_NAME - 1
   static constexpr uint32_t kMaxDims = 4;
 
   // version: 2 or 3 (the layouts are the same); throws kInvalidArgument otherwise.
