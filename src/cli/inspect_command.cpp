@@ -4,15 +4,17 @@
 // the human view never disagree.
 #include "inspect_command.h"
 
+#include <fmt/core.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <fmt/core.h>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf_file.h"
+#include "gguf/hf_model_dir.h"
+#include "gguf/safetensors_file.h"
 #include "kv/kv_budget.h"
 #include "model/model_config.h"
 #include "model_registry.h"
@@ -61,20 +63,113 @@ json tokenizer_summary(const gguf::GgufFile& file) {
   return t;
 }
 
-json build_report(const std::filesystem::path& path, const InspectOptions& opts) {
+struct TensorRow {
+  std::string name;
+  std::string type;
+  std::vector<uint64_t> shape;
+  uint64_t n_elements = 0;
+  uint64_t n_bytes = 0;
+};
+
+// What one source (a GGUF file or a Hugging Face directory) tells; the report is built from it.
+struct ModelFacts {
+  json file;
+  model::ModelConfig cfg;
+  json tokenizer = json::object();
+  json metadata = json::object();
+  std::vector<TensorRow> tensors;
+  std::string shape_order;  // how the shape lists dimensions
+};
+
+ModelFacts gguf_facts(const std::filesystem::path& path) {
   gguf::GgufFile file = gguf::GgufFile::open(path);
-  model::ModelConfig cfg = model::ModelConfig::from_gguf(file);
+  ModelFacts f;
+  f.cfg = model::ModelConfig::from_gguf(file);
+  f.file = {{"path", path.string()},
+            {"format", "gguf"},
+            {"bytes", file.file_size()},
+            {"gguf_version", file.version()},
+            {"alignment", file.alignment()},
+            {"n_metadata", file.metadata().size()},
+            {"n_tensors", file.tensors().size()},
+            {"data_offset", file.data_offset()}};
+  f.tokenizer = tokenizer_summary(file);
+  for (const auto& kv : file.metadata()) f.metadata[kv.key] = kv.value.to_display_string(4);
+  for (const auto& t : file.tensors()) {
+    f.tensors.push_back({t.name, std::string(gguf::ggml_type_name(t.type)),
+                         std::vector<uint64_t>(t.ne.begin(), t.ne.begin() + t.n_dims), t.n_elements,
+                         t.n_bytes});
+  }
+  f.shape_order = "ne[0] first (contiguous dimension first)";
+  return f;
+}
+
+json hf_tokenizer_summary(const gguf::HfModelDir& dir) {
+  json t = json::object();
+  if (const auto* tok = dir.tokenizer()) {
+    const auto* model = tok->contains("model") ? &(*tok)["model"] : nullptr;
+    if (model && model->is_object()) {
+      if (model->contains("type") && (*model)["type"].is_string()) t["model"] = (*model)["type"];
+      if (model->contains("vocab") &&
+          ((*model)["vocab"].is_object() || (*model)["vocab"].is_array())) {
+        t["n_vocab"] = (*model)["vocab"].size();
+      }
+      if (model->contains("merges") && (*model)["merges"].is_array()) {
+        t["n_merges"] = (*model)["merges"].size();
+      }
+    }
+    if (tok->contains("added_tokens") && (*tok)["added_tokens"].is_array()) {
+      t["n_added_tokens"] = (*tok)["added_tokens"].size();
+    }
+  }
+  if (const auto* cfg = dir.tokenizer_config()) {
+    for (const char* key : {"bos_token", "eos_token", "pad_token", "unk_token"}) {
+      if (cfg->contains(key) && (*cfg)[key].is_string()) t[key] = (*cfg)[key];
+    }
+    if (cfg->contains("chat_template") && (*cfg)["chat_template"].is_string()) {
+      t["chat_template_bytes"] = (*cfg)["chat_template"].get_ref<const std::string&>().size();
+    }
+  }
+  return t;
+}
+
+ModelFacts hf_facts(const std::filesystem::path& path) {
+  gguf::HfModelDir dir = gguf::HfModelDir::open(path);
+  ModelFacts f;
+  f.cfg = model::ModelConfig::from_hf(dir);
+  const auto& weights = dir.weights();
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < weights.n_shards(); ++i) bytes += weights.shard(i).file_size();
+  f.file = {{"path", path.string()},
+            {"format", "safetensors"},
+            {"bytes", bytes},
+            {"n_shards", weights.n_shards()},
+            {"n_tensors", weights.tensors().size()}};
+  f.tokenizer = hf_tokenizer_summary(dir);
+  for (const auto& [key, value] : dir.config().items()) {
+    std::string shown = value.dump();
+    f.metadata[key] = shown.size() > 120 ? shown.substr(0, 117) + "..." : shown;
+  }
+  for (const auto& entry : weights.tensors()) {
+    const auto& t = *entry.tensor;
+    f.tensors.push_back(
+        {t.name, std::string(gguf::dtype_name(t.dtype)), t.shape, t.n_elements, t.n_bytes});
+  }
+  f.shape_order = "row-major (outermost dimension first)";
+  return f;
+}
+
+json build_report(const std::filesystem::path& path, const InspectOptions& opts) {
+  ModelFacts facts = std::filesystem::is_directory(path) ? hf_facts(path) : gguf_facts(path);
+  const model::ModelConfig& cfg = facts.cfg;
 
   json r;
-  r["file"] = {{"path", path.string()},         {"bytes", file.file_size()},
-               {"gguf_version", file.version()}, {"alignment", file.alignment()},
-               {"n_metadata", file.metadata().size()}, {"n_tensors", file.tensors().size()},
-               {"data_offset", file.data_offset()}};
+  r["file"] = facts.file;
   r["architecture"] = cfg.architecture;
   r["name"] = cfg.name;
   json kv_heads = cfg.n_kv_heads.empty() ? json(0) : json(cfg.n_kv_heads.front());
-  if (std::adjacent_find(cfg.n_kv_heads.begin(), cfg.n_kv_heads.end(),
-                         std::not_equal_to<>()) != cfg.n_kv_heads.end()) {
+  if (std::adjacent_find(cfg.n_kv_heads.begin(), cfg.n_kv_heads.end(), std::not_equal_to<>()) !=
+      cfg.n_kv_heads.end()) {
     kv_heads = cfg.n_kv_heads;
   }
   uint64_t n_sliding = std::count(cfg.is_sliding.begin(), cfg.is_sliding.end(), true);
@@ -93,11 +188,8 @@ json build_report(const std::filesystem::path& path, const InspectOptions& opts)
                           {"sliding_window", cfg.sliding_window},
                           {"n_sliding_layers", n_sliding},
                           {"tied_output", !cfg.has_output_weight}};
-  r["tokenizer"] = tokenizer_summary(file);
-
-  json metadata = json::object();
-  for (const auto& kv : file.metadata()) metadata[kv.key] = kv.value.to_display_string(4);
-  r["metadata"] = metadata;
+  r["tokenizer"] = facts.tokenizer;
+  r["metadata"] = facts.metadata;
 
   struct TypeTotals {
     uint64_t n_tensors = 0, n_params = 0, bytes = 0;
@@ -105,19 +197,15 @@ json build_report(const std::filesystem::path& path, const InspectOptions& opts)
   std::map<std::string, TypeTotals> by_type;
   uint64_t n_params = 0, weight_bytes = 0;
   json tensors = json::array();
-  for (const auto& t : file.tensors()) {
-    auto& tt = by_type[std::string(gguf::ggml_type_name(t.type))];
+  for (const auto& t : facts.tensors) {
+    auto& tt = by_type[t.type];
     ++tt.n_tensors;
     tt.n_params += t.n_elements;
     tt.bytes += t.n_bytes;
     n_params += t.n_elements;
     weight_bytes += t.n_bytes;
-    std::vector<uint64_t> shape(t.ne.begin(), t.ne.begin() + t.n_dims);
-    tensors.push_back({{"name", t.name},
-                       {"type", gguf::ggml_type_name(t.type)},
-                       {"shape", shape},
-                       {"bytes", t.n_bytes},
-                       {"offset", t.offset}});
+    tensors.push_back(
+        {{"name", t.name}, {"type", t.type}, {"shape", t.shape}, {"bytes", t.n_bytes}});
   }
   json types = json::array();
   for (const auto& [name, tt] : by_type) {
@@ -127,12 +215,13 @@ json build_report(const std::filesystem::path& path, const InspectOptions& opts)
                      {"bytes", tt.bytes}});
   }
   r["parameters"] = {{"n_params", n_params}, {"bytes", weight_bytes}, {"by_type", types}};
+  r["shape_order"] = facts.shape_order;
   if (!opts.no_tensors) r["tensors"] = tensors;
 
   auto kv_type = kv::kv_cache_type_from_name(opts.kv_type);
   if (!kv_type) {
-    throw Error(Error::Kind::kInvalidArgument, "--kv-type '" + opts.kv_type +
-                                                   "' is not one of f32, f16, bf16, int8, fp8");
+    throw Error(Error::Kind::kInvalidArgument,
+                "--kv-type '" + opts.kv_type + "' is not one of f32, f16, bf16, int8, fp8");
   }
   uint64_t memory = physical_memory_bytes();
   if (!opts.memory.empty()) {
@@ -181,10 +270,13 @@ std::string shape_string(const json& shape) {
 void print_text(const json& r) {
   const json& f = r["file"];
   fmt::print("File        {}\n", f["path"].get<std::string>());
-  fmt::print("            {} ({} bytes), GGUF v{}, {} metadata keys, {} tensors, alignment {}\n",
-             format_bytes(f["bytes"]), f["bytes"].get<uint64_t>(), f["gguf_version"].get<int>(),
-             f["n_metadata"].get<uint64_t>(), f["n_tensors"].get<uint64_t>(),
-             f["alignment"].get<uint64_t>());
+  std::string format =
+      f.contains("gguf_version")
+          ? fmt::format("GGUF v{}, {} metadata keys, alignment {}", f["gguf_version"].get<int>(),
+                        f["n_metadata"].get<uint64_t>(), f["alignment"].get<uint64_t>())
+          : fmt::format("safetensors, {} shard(s)", f["n_shards"].get<uint64_t>());
+  fmt::print("            {} ({} bytes), {}, {} tensors\n", format_bytes(f["bytes"]),
+             f["bytes"].get<uint64_t>(), format, f["n_tensors"].get<uint64_t>());
   fmt::print("Model       {} ({})\n\n", r["name"].get<std::string>(),
              r["architecture"].get<std::string>());
 
@@ -201,10 +293,12 @@ void print_text(const json& r) {
   }
 
   if (r.contains("tensors")) {
-    fmt::print("\nTensors\n  {:<36} {:<6} {:<22} {:>12}\n", "name", "type", "shape", "bytes");
+    fmt::print("\nTensors (shape {})\n  {:<36} {:<6} {:<22} {:>12}\n",
+               r["shape_order"].get<std::string>(), "name", "type", "shape", "bytes");
     for (const auto& t : r["tensors"]) {
       fmt::print("  {:<36} {:<6} {:<22} {:>12}\n", t["name"].get<std::string>(),
-                 t["type"].get<std::string>(), shape_string(t["shape"]), t["bytes"].get<uint64_t>());
+                 t["type"].get<std::string>(), shape_string(t["shape"]),
+                 t["bytes"].get<uint64_t>());
     }
   }
 
@@ -231,10 +325,11 @@ void print_text(const json& r) {
              format_bytes(kv["bytes_per_sequence_without_gqa"]));
   const json& hp = r["hyperparameters"];
   if (hp["n_sliding_layers"].get<uint64_t>() > 0) {
-    fmt::print("                       ({} of {} layers use a sliding window and hold at most {} "
-               "tokens)\n",
-               hp["n_sliding_layers"].get<uint64_t>(), hp["n_layers"].get<uint64_t>(),
-               hp["sliding_window"].get<uint64_t>());
+    fmt::print(
+        "                       ({} of {} layers use a sliding window and hold at most {} "
+        "tokens)\n",
+        hp["n_sliding_layers"].get<uint64_t>(), hp["n_layers"].get<uint64_t>(),
+        hp["sliding_window"].get<uint64_t>());
   }
   fmt::print("  batch of {:<10} {}\n", kv["batch"].get<uint64_t>(),
              format_bytes(kv["bytes_for_batch"]));
@@ -266,7 +361,8 @@ void add_inspect_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--ctx", opts->n_ctx, "Context length for the KV figures (default: the model's)");
   cmd->add_option("--batch", opts->batch, "Sequences in a batch for the KV figures")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--memory", opts->memory, "Memory budget, e.g. 24GiB (default: this machine's RAM)");
+  cmd->add_option("--memory", opts->memory,
+                  "Memory budget, e.g. 24GiB (default: this machine's RAM)");
   cmd->add_option("--kv-type", opts->kv_type, "KV cache element type: f32, f16, bf16, int8, fp8");
   cmd->callback([opts, &exit_code] { exit_code = run_inspect(*opts); });
 }

@@ -27,9 +27,9 @@ std::filesystem::path locate(const std::string& installed_name, const std::strin
   for (const auto& c : candidates) {
     if (std::filesystem::exists(c)) return c;
   }
-  throw Error(Error::Kind::kNotFound,
-              "cannot find " + installed_name + " (looked in " + candidates[0].string() + " and " +
-                  candidates[1].string() + ")");
+  throw Error(Error::Kind::kNotFound, "cannot find " + installed_name + " (looked in " +
+                                          candidates[0].string() + " and " +
+                                          candidates[1].string() + ")");
 }
 
 nlohmann::json read_registry_json() {

@@ -20,6 +20,11 @@ nlohmann::json parse_json_text(std::string_view text, std::string_view source) {
     }
     return true;
   };
+  // nlohmann's lexer reads a NUL byte as the end of input; valid JSON never holds a raw NUL.
+  if (auto nul = text.find('\0'); nul != std::string_view::npos) {
+    throw_invalid_file(std::string(source) + ": not valid JSON: NUL byte at offset " +
+                       std::to_string(nul));
+  }
   try {
     return nlohmann::json::parse(text.data(), text.data() + text.size(), limit_depth,
                                  /*allow_exceptions=*/true, /*ignore_comments=*/false);
@@ -32,12 +37,12 @@ nlohmann::json read_json_file(const std::filesystem::path& path, uint64_t max_by
   // Mapping costs nothing until pages are touched, so the size check comes before any read.
   MappedFile file = MappedFile::open(path);
   if (file.size() > max_bytes) {
-    throw_invalid_file("'" + path.string() + "' is " + std::to_string(file.size()) +
+    throw_invalid_file(std::string("'") + path.string() + "' is " + std::to_string(file.size()) +
                        " bytes, more than the limit of " + std::to_string(max_bytes));
   }
   auto bytes = file.bytes();
   std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  return parse_json_text(text, "'" + path.string() + "'");
+  return parse_json_text(text, std::string("'") + path.string() + "'");
 }
 
 std::string_view json_type_phrase(const nlohmann::json& value) {

@@ -18,7 +18,7 @@ struct TypeRow {
 };
 
 constexpr std::array kTypes = {
-    TypeRow{KvCacheType::kF32, "f32", 4}, TypeRow{KvCacheType::kF16, "f16", 2},
+    TypeRow{KvCacheType::kF32, "f32", 4},   TypeRow{KvCacheType::kF16, "f16", 2},
     TypeRow{KvCacheType::kBF16, "bf16", 2}, TypeRow{KvCacheType::kInt8, "int8", 1},
     TypeRow{KvCacheType::kFp8, "fp8", 1},
 };
@@ -31,8 +31,8 @@ uint64_t checked(std::optional<uint64_t> v) {
 // Bytes for `tokens` tokens in one layer.
 uint64_t layer_bytes(const KvLayer& layer, uint64_t element_bytes, uint64_t tokens) {
   uint64_t width = checked(checked_add(layer.k_dim, layer.v_dim));
-  uint64_t per_token = checked(checked_mul(checked(checked_mul(width, layer.n_kv_heads)),
-                                           element_bytes));
+  uint64_t per_token =
+      checked(checked_mul(checked(checked_mul(width, layer.n_kv_heads)), element_bytes));
   return checked(checked_mul(per_token, tokens));
 }
 

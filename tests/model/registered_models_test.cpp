@@ -66,8 +66,7 @@ INSTANTIATE_TEST_SUITE_P(
         Expected{"qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "qwen2", 28, 1536, 12, 2, 128, 151936,
                  0, 339, 28672},
         // 2 x 18 x 1 x 256 x 2; 15 of 18 layers are sliding-window (pattern 5 local : 1 global)
-        Expected{"gemma-3-270m-q4_k_m.gguf", "gemma3", 18, 640, 4, 1, 256, 262144, 15, 236,
-                 18432}),
+        Expected{"gemma-3-270m-q4_k_m.gguf", "gemma3", 18, 640, 4, 1, 256, 262144, 15, 236, 18432}),
     [](const auto& param_info) {
       return std::string(param_info.param.architecture) + "_" + std::to_string(param_info.index);
     });

@@ -53,7 +53,7 @@ enum class Dtype : uint8_t {
 
 std::string_view dtype_name(Dtype dtype);  // "F32", "BF16", "F8_E4M3", ...
 std::optional<Dtype> dtype_from_name(std::string_view name);
-uint32_t dtype_size(Dtype dtype);          // bytes per element
+uint32_t dtype_size(Dtype dtype);  // bytes per element
 std::span<const Dtype> all_dtypes();
 
 // Hard limits on what a header may contain (far above any real file).
@@ -133,7 +133,7 @@ class ShardedSafetensors {
   const SafetensorsFile& shard(size_t index) const;
   const std::filesystem::path& shard_path(size_t index) const;
 
-  const std::vector<Entry>& tensors() const;  // sorted by tensor name
+  const std::vector<Entry>& tensors() const;                          // sorted by tensor name
   const SafetensorsTensor* find_tensor(std::string_view name) const;  // nullptr when absent
   // Bytes of a tensor returned by find_tensor()/tensors(); throws kInvalidArgument otherwise.
   std::span<const uint8_t> tensor_data(const SafetensorsTensor& tensor) const;
