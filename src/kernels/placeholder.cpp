@@ -1,0 +1,1 @@
+// placeholder so the module links before its first source lands
