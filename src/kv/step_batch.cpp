@@ -1,0 +1,63 @@
+#include "kv/step_batch.h"
+
+#include <string>
+
+#include "util/error.h"
+
+namespace llms::kv {
+
+void StepBatch::add_sequence(int64_t seq_id, std::span<const int32_t> new_tokens,
+                             int32_t already_cached, std::span<const BlockId> block_table,
+                             bool wants_last_logits) {
+  SequenceSlice s;
+  s.seq_id = seq_id;
+  s.query_begin = static_cast<int32_t>(tokens.size());
+  s.n_query = static_cast<int32_t>(new_tokens.size());
+  s.n_context = already_cached + s.n_query;
+  s.block_table = block_table;
+  for (int32_t i = 0; i < s.n_query; ++i) {
+    tokens.push_back(new_tokens[i]);
+    positions.push_back(already_cached + i);
+  }
+  if (wants_last_logits && s.n_query > 0) logits_rows.push_back(s.query_begin + s.n_query - 1);
+  sequences.push_back(s);
+}
+
+void StepBatch::validate(int32_t block_size, int32_t n_blocks_total) const {
+  auto fail = [](const std::string& what) {
+    throw Error(Error::Kind::kInvalidArgument, "StepBatch: " + what);
+  };
+  if (positions.size() != tokens.size()) fail("positions and tokens differ in length");
+  int32_t expected_begin = 0;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const auto& s = sequences[i];
+    std::string where = "sequence " + std::to_string(s.seq_id);
+    if (s.query_begin != expected_begin) fail(where + " does not start where the previous ended");
+    if (s.n_query < 1 || s.n_context < s.n_query) fail(where + " has a bad query/context length");
+    int64_t blocks_needed = (int64_t{s.n_context} + block_size - 1) / block_size;
+    if (static_cast<int64_t>(s.block_table.size()) < blocks_needed) {
+      fail(where + " has " + std::to_string(s.block_table.size()) + " blocks for " +
+           std::to_string(s.n_context) + " tokens");
+    }
+    for (int64_t b = 0; b < blocks_needed; ++b) {
+      if (s.block_table[b] < 0 || s.block_table[b] >= n_blocks_total) {
+        fail(where + " names block " + std::to_string(s.block_table[b]) + " outside the pool");
+      }
+    }
+    for (int32_t j = 0; j < s.n_query; ++j) {
+      if (positions[s.query_begin + j] != s.n_context - s.n_query + j) {
+        fail(where + " has a position out of order");
+      }
+    }
+    expected_begin += s.n_query;
+  }
+  if (expected_begin != static_cast<int32_t>(tokens.size())) fail("tokens outside any sequence");
+  for (size_t i = 0; i < logits_rows.size(); ++i) {
+    if (logits_rows[i] < 0 || logits_rows[i] >= static_cast<int32_t>(tokens.size()) ||
+        (i > 0 && logits_rows[i] <= logits_rows[i - 1])) {
+      fail("logits_rows must be ascending indices into tokens");
+    }
+  }
+}
+
+}  // namespace llms::kv

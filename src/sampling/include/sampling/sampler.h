@@ -1,0 +1,85 @@
+// sampling/sampler: turns one row of logits into the next token, per request.
+//
+// The chain, in order: repetition penalty (prompt and output tokens), presence and frequency
+// penalties (output tokens), logit bias, then temperature; temperature 0 is greedy (argmax, the
+// lowest id on a tie). Then top-k, top-p (nucleus) and min-p filter the distribution and a draw
+// from the request's own generator picks the token: the same seed and the same logits give the
+// same tokens. Logprobs are those of the model's raw distribution (log-softmax of the logits
+// before any stage), as vLLM reports them.
+//
+// A Sampler owns scratch space sized for the vocabulary at construction; sample() allocates
+// nothing except the returned top-logprob list when asked for one.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace llms::sampling {
+
+struct SamplingParams {
+  float temperature = 1.0f;         // 0: greedy
+  int32_t top_k = 0;                // 0 or negative: off
+  float top_p = 1.0f;               // (0, 1]
+  float min_p = 0.0f;               // [0, 1]
+  float repetition_penalty = 1.0f;  // > 0; 1: off
+  float presence_penalty = 0.0f;    // [-2, 2]
+  float frequency_penalty = 0.0f;   // [-2, 2]
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  std::optional<uint64_t> seed;  // none: a random seed
+  int32_t n_top_logprobs = 0;    // how many alternatives to report (0..20)
+  bool logprobs = false;         // report the chosen token's logprob
+
+  // Throws llms::Error(kInvalidArgument) naming the parameter that is out of range.
+  void validate(int32_t n_vocab) const;
+};
+
+struct TokenLogprob {
+  int32_t token;
+  float logprob;
+};
+
+struct SampleResult {
+  int32_t token = -1;
+  float logprob = 0.0f;                    // of the chosen token, when asked
+  std::vector<TokenLogprob> top_logprobs;  // best first, when asked
+};
+
+class Sampler {
+ public:
+  Sampler(const SamplingParams& params, int32_t n_vocab);
+
+  // Tokens of the prompt, for the repetition penalty.
+  void set_prompt(std::span<const int32_t> prompt);
+  // Records a generated token, for the penalties.
+  void accept(int32_t token);
+
+  // Samples from `logits` (n_vocab values; modified in place by the chain).
+  SampleResult sample(std::span<float> logits);
+
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  void apply_penalties(std::span<float> logits) const;
+  void fill_logprobs(std::span<const float> raw, SampleResult& result, int32_t chosen);
+  int32_t draw(std::span<float> logits);
+  double uniform01();
+
+  SamplingParams params_;
+  int32_t n_vocab_;
+  std::mt19937_64 rng_;
+  std::vector<uint8_t> in_prompt_;  // per token id: appears in the prompt
+  std::vector<int32_t> out_count_;  // per token id: times generated
+  std::vector<int32_t> seen_;  // ids with in_prompt_ or out_count_ set (penalties visit only these)
+  std::vector<int32_t> order_;         // scratch: candidate ids
+  std::vector<float> probs_;           // scratch: candidate probabilities
+  std::vector<float> raw_;             // scratch: logits before the chain
+  std::vector<size_t> nucleus_index_;  // scratch for top-p
+  std::vector<int32_t> reorder_ids_;
+  std::vector<float> reorder_probs_;
+};
+
+}  // namespace llms::sampling

@@ -1,0 +1,201 @@
+#include "sampling/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+
+#include "util/error.h"
+
+namespace llms::sampling {
+
+namespace {
+
+[[noreturn]] void bad_param(const std::string& message) {
+  throw Error(Error::Kind::kInvalidArgument, message);
+}
+
+// When the nucleus fits inside the best kNucleusPrefix candidates, only those are sorted.
+constexpr size_t kNucleusPrefix = 256;
+
+}  // namespace
+
+void SamplingParams::validate(int32_t n_vocab) const {
+  if (!(temperature >= 0.0f) || !std::isfinite(temperature)) {
+    bad_param("temperature must be a finite number >= 0");
+  }
+  if (!(top_p > 0.0f && top_p <= 1.0f)) bad_param("top_p must be in (0, 1]");
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) bad_param("min_p must be in [0, 1]");
+  if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty)) {
+    bad_param("repetition_penalty must be a finite number > 0");
+  }
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f)) {
+    bad_param("presence_penalty must be in [-2, 2]");
+  }
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f)) {
+    bad_param("frequency_penalty must be in [-2, 2]");
+  }
+  if (n_top_logprobs < 0 || n_top_logprobs > 20) bad_param("top_logprobs must be in [0, 20]");
+  for (const auto& [token, bias] : logit_bias) {
+    if (token < 0 || token >= n_vocab) {
+      bad_param("logit_bias token " + std::to_string(token) + " is outside the vocabulary");
+    }
+    if (!(bias >= -100.0f && bias <= 100.0f)) bad_param("logit_bias values must be in [-100, 100]");
+  }
+}
+
+Sampler::Sampler(const SamplingParams& params, int32_t n_vocab)
+    : params_(params),
+      n_vocab_(n_vocab),
+      rng_(params.seed ? *params.seed : std::random_device{}()),
+      in_prompt_(n_vocab, 0),
+      out_count_(n_vocab, 0) {
+  params_.validate(n_vocab);
+  order_.reserve(n_vocab);
+  probs_.reserve(n_vocab);
+}
+
+void Sampler::set_prompt(std::span<const int32_t> prompt) {
+  for (int32_t t : prompt) {
+    if (t < 0 || t >= n_vocab_ || in_prompt_[t]) continue;
+    if (out_count_[t] == 0) seen_.push_back(t);
+    in_prompt_[t] = 1;
+  }
+}
+
+void Sampler::accept(int32_t token) {
+  if (token < 0 || token >= n_vocab_) return;
+  if (out_count_[token] == 0 && !in_prompt_[token]) seen_.push_back(token);
+  ++out_count_[token];
+}
+
+void Sampler::apply_penalties(std::span<float> logits) const {
+  const float rep = params_.repetition_penalty;
+  for (int32_t t : seen_) {
+    float& l = logits[t];
+    // Divide positive logits and multiply negative ones, so the token always becomes less likely.
+    if (rep != 1.0f) l = l > 0.0f ? l / rep : l * rep;
+    if (int32_t n = out_count_[t]; n > 0) {
+      l -= params_.frequency_penalty * static_cast<float>(n) + params_.presence_penalty;
+    }
+  }
+  for (const auto& [token, bias] : params_.logit_bias) logits[token] += bias;
+}
+
+double Sampler::uniform01() {
+  // 53 random bits -> [0, 1); unlike std::uniform_real_distribution, the same on every library.
+  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+}
+
+SampleResult Sampler::sample(std::span<float> logits) {
+  SampleResult result;
+  const bool wants_logprobs = params_.logprobs || params_.n_top_logprobs > 0;
+  if (wants_logprobs) raw_.assign(logits.begin(), logits.end());
+  apply_penalties(logits);
+  result.token = draw(logits);
+  if (wants_logprobs) fill_logprobs(raw_, result, result.token);
+  return result;
+}
+
+int32_t Sampler::draw(std::span<float> logits) {
+  const int32_t n = n_vocab_;
+  if (params_.temperature == 0.0f) {
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  }
+  const float inv_t = 1.0f / params_.temperature;
+  order_.resize(n);
+  std::iota(order_.begin(), order_.end(), 0);
+  auto by_logit = [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+
+  size_t n_cand = static_cast<size_t>(n);
+  if (params_.top_k > 0 && params_.top_k < n) {
+    n_cand = static_cast<size_t>(params_.top_k);
+    std::nth_element(order_.begin(), order_.begin() + n_cand - 1, order_.end(), by_logit);
+  }
+
+  // Softmax over the candidates at temperature T.
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < n_cand; ++i) max_logit = std::max(max_logit, logits[order_[i]]);
+  probs_.resize(n_cand);
+  double total = 0.0;
+  for (size_t i = 0; i < n_cand; ++i) {
+    probs_[i] = std::exp((logits[order_[i]] - max_logit) * inv_t);
+    total += probs_[i];
+  }
+
+  if (params_.top_p < 1.0f) {
+    // Sort candidates by probability (ids break ties), cheaply when a short prefix holds the
+    // whole nucleus, then keep the smallest prefix whose mass reaches top_p.
+    auto by_prob_then_id = [&](size_t a, size_t b) { return by_logit(order_[a], order_[b]); };
+    std::vector<size_t>& idx = nucleus_index_;
+    idx.resize(n_cand);
+    std::iota(idx.begin(), idx.end(), 0);
+    size_t prefix = std::min(n_cand, kNucleusPrefix);
+    std::partial_sort(idx.begin(), idx.begin() + prefix, idx.end(), by_prob_then_id);
+    double mass = 0.0, target = params_.top_p * total;
+    size_t keep = 0;
+    while (keep < prefix && mass < target) mass += probs_[idx[keep++]];
+    if (mass < target && prefix < n_cand) {
+      std::sort(idx.begin() + prefix, idx.end(), by_prob_then_id);
+      while (keep < n_cand && mass < target) mass += probs_[idx[keep++]];
+    }
+    // Rebuild the candidate list in probability order.
+    reorder_ids_.resize(keep);
+    reorder_probs_.resize(keep);
+    for (size_t i = 0; i < keep; ++i) {
+      reorder_ids_[i] = order_[idx[i]];
+      reorder_probs_[i] = probs_[idx[i]];
+    }
+    std::copy(reorder_ids_.begin(), reorder_ids_.end(), order_.begin());
+    std::copy(reorder_probs_.begin(), reorder_probs_.end(), probs_.begin());
+    n_cand = keep;
+    total = mass;
+  }
+
+  if (params_.min_p > 0.0f) {
+    float p_max = *std::max_element(probs_.begin(), probs_.begin() + n_cand);
+    float threshold = params_.min_p * p_max;
+    size_t kept = 0;
+    total = 0.0;
+    for (size_t i = 0; i < n_cand; ++i) {
+      if (probs_[i] >= threshold) {
+        order_[kept] = order_[i];
+        probs_[kept] = probs_[i];
+        total += probs_[kept];
+        ++kept;
+      }
+    }
+    n_cand = kept;
+  }
+
+  double u = uniform01() * total;
+  for (size_t i = 0; i < n_cand; ++i) {
+    u -= probs_[i];
+    if (u < 0.0) return order_[i];
+  }
+  return order_[n_cand - 1];  // rounding left a sliver of mass: the last candidate takes it
+}
+
+void Sampler::fill_logprobs(std::span<const float> raw, SampleResult& result, int32_t chosen) {
+  float max_logit = *std::max_element(raw.begin(), raw.end());
+  double sum = 0.0;
+  for (float l : raw) sum += std::exp(static_cast<double>(l - max_logit));
+  const float log_z = max_logit + static_cast<float>(std::log(sum));
+  result.logprob = raw[chosen] - log_z;
+  if (params_.n_top_logprobs > 0) {
+    order_.resize(n_vocab_);
+    std::iota(order_.begin(), order_.end(), 0);
+    size_t k = std::min<size_t>(params_.n_top_logprobs, raw.size());
+    std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), [&](int32_t a, int32_t b) {
+      return raw[a] > raw[b] || (raw[a] == raw[b] && a < b);
+    });
+    result.top_logprobs.reserve(k);
+    for (size_t i = 0; i < k; ++i)
+      result.top_logprobs.push_back({order_[i], raw[order_[i]] - log_z});
+  }
+}
+
+}  // namespace llms::sampling
