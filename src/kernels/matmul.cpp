@@ -1,0 +1,211 @@
+// kernels/matmul: validation, activation quantization into the scratch, and the tiling and
+// threading around the per-ISA tile kernels (contract in kernels/matmul.h).
+//
+// Work split: the weight rows are cut into size() contiguous ranges of whole tiles, one per
+// thread; each thread walks its rows tile by tile against chunks of activation rows small
+// enough to stay in L2, so for GEMM a weight tile is decoded once per activation tile and the
+// activations are re-read from cache, not memory. When there are fewer weight tiles than
+// threads (tiny matrices, big m), the split is over activation rows instead.
+#include "kernels/matmul.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+#include <string>
+
+#include "matmul_kernels.h"
+#include "util/checked_math.h"
+#include "util/error.h"
+
+namespace llms::kernels {
+namespace {
+
+using detail::ActKind;
+using detail::Kernel;
+using gguf::GgmlType;
+
+constexpr size_t kAlign = 64;
+constexpr size_t kActChunkBytes = 256 * 1024;  // activation rows walked per weight tile
+
+[[noreturn]] void invalid(const std::string& message) {
+  throw Error(Error::Kind::kInvalidArgument, "matmul: " + message);
+}
+
+const Kernel* find_kernel(GgmlType type, Isa isa) {
+  const Kernel* kernel = nullptr;
+  if (isa == Isa::kAvx512) kernel = detail::find_kernel_avx512(type);
+  if (kernel == nullptr && isa >= Isa::kAvx2) kernel = detail::find_kernel_avx2(type);
+  if (kernel == nullptr) kernel = detail::find_kernel_scalar(type);
+  return kernel;
+}
+
+size_t round_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+// Bytes of one quantized activation row, padded to the alignment.
+size_t act_row_bytes(ActKind act, int64_t n_cols) {
+  const auto n = static_cast<size_t>(n_cols);
+  switch (act) {
+    case ActKind::kQ8:
+      return round_up((n + quant::kQK - 1) / quant::kQK * sizeof(ActQ8));
+    case ActKind::kQ8K:
+      return round_up((n + quant::kQK_K - 1) / quant::kQK_K * sizeof(ActQ8K));
+    case ActKind::kF32:
+      return 0;
+  }
+  return 0;
+}
+
+void validate(const QuantMatrix& w, const float* x, int64_t m, int64_t x_stride, const float* y,
+              int64_t y_stride, Isa isa) {
+  const std::string type_name(gguf::ggml_type_name(w.type));
+  if (!matmul_supports(w.type)) {
+    throw Error(Error::Kind::kUnsupported, "matmul: weight type " + type_name + " not supported");
+  }
+  if (!isa_supported(isa)) {
+    invalid("ISA " + std::string(isa_name(isa)) + " is not supported by this CPU");
+  }
+  if (w.n_rows < 0 || w.n_cols < 0 || m < 0) {
+    invalid("negative shape (n_rows " + std::to_string(w.n_rows) + ", n_cols " +
+            std::to_string(w.n_cols) + ", m " + std::to_string(m) + ")");
+  }
+  const auto row = gguf::ggml_row_bytes(w.type, static_cast<uint64_t>(w.n_cols));
+  if (!row) {
+    invalid("n_cols " + std::to_string(w.n_cols) + " is not a whole number of " + type_name +
+            " blocks");
+  }
+  if (w.row_bytes < *row) {
+    invalid("row_bytes " + std::to_string(w.row_bytes) + " < " + std::to_string(*row) +
+            " bytes of " + std::to_string(w.n_cols) + " " + type_name + " values");
+  }
+  if (m == 0 || w.n_rows == 0) return;
+  if (w.n_cols > 0 && (w.data == nullptr || x == nullptr)) invalid("null weight or input data");
+  if (y == nullptr) invalid("null output");
+  if (m > 1 && x_stride < w.n_cols) {
+    invalid("x_stride " + std::to_string(x_stride) + " < n_cols " + std::to_string(w.n_cols));
+  }
+  if (m > 1 && y_stride < w.n_rows) {
+    invalid("y_stride " + std::to_string(y_stride) + " < n_rows " + std::to_string(w.n_rows));
+  }
+  const auto span = checked_mul(static_cast<uint64_t>(w.n_rows - 1), w.row_bytes);
+  const auto x_span = checked_mul(static_cast<uint64_t>(m), static_cast<uint64_t>(x_stride));
+  const auto y_span = checked_mul(static_cast<uint64_t>(m), static_cast<uint64_t>(y_stride));
+  if (!span || !x_span || !y_span || *x_span > (uint64_t{1} << 60) ||
+      *y_span > (uint64_t{1} << 60)) {
+    invalid("shape overflows the address space");
+  }
+}
+
+}  // namespace
+
+bool matmul_supports(GgmlType type) { return detail::find_kernel_scalar(type) != nullptr; }
+
+void MatmulScratch::Free::operator()(void* p) const { std::free(p); }
+
+MatmulScratch::MatmulScratch() = default;
+MatmulScratch::~MatmulScratch() = default;
+MatmulScratch::MatmulScratch(MatmulScratch&&) noexcept = default;
+MatmulScratch& MatmulScratch::operator=(MatmulScratch&&) noexcept = default;
+
+void MatmulScratch::reserve(int64_t max_m, int64_t max_cols) {
+  if (max_m < 0 || max_cols < 0) {
+    invalid("scratch reserve: negative size (m " + std::to_string(max_m) + ", cols " +
+            std::to_string(max_cols) + ")");
+  }
+  const size_t row =
+      std::max(act_row_bytes(ActKind::kQ8, max_cols), act_row_bytes(ActKind::kQ8K, max_cols));
+  const auto bytes = checked_mul(row, static_cast<uint64_t>(max_m));
+  if (!bytes) invalid("scratch reserve overflows");
+  ensure(static_cast<size_t>(*bytes));
+}
+
+void* MatmulScratch::ensure(size_t bytes) {
+  if (bytes > capacity_ || !buffer_) {
+    const size_t size = round_up(std::max<size_t>(bytes, kAlign));
+    void* p = std::aligned_alloc(kAlign, size);
+    if (p == nullptr) throw std::bad_alloc();
+    buffer_.reset(p);
+    capacity_ = size;
+  }
+  return buffer_.get();
+}
+
+void matmul(const QuantMatrix& w, const float* x, int64_t m, int64_t x_stride, float* y,
+            int64_t y_stride, ThreadPool& pool, MatmulScratch& scratch, Isa isa) {
+  validate(w, x, m, x_stride, y, y_stride, isa);
+  if (m == 0 || w.n_rows == 0) return;
+  if (m == 1) {
+    x_stride = w.n_cols;
+    y_stride = w.n_rows;
+  }
+  if (w.n_cols == 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill(y + i * y_stride, y + i * y_stride + w.n_rows, 0.f);
+    return;
+  }
+  const Kernel& kernel = *find_kernel(w.type, isa);
+
+  // Activations: the caller's floats, or quantized rows in the scratch.
+  const uint8_t* a = reinterpret_cast<const uint8_t*>(x);
+  size_t a_stride = static_cast<size_t>(x_stride) * sizeof(float);
+  if (kernel.act != ActKind::kF32) {
+    a_stride = act_row_bytes(kernel.act, w.n_cols);
+    auto* buffer = static_cast<uint8_t*>(scratch.ensure(a_stride * static_cast<size_t>(m)));
+    a = buffer;
+    const bool is_q8 = kernel.act == ActKind::kQ8;
+    auto quantize_rows = [&](int64_t begin, int64_t end, int) {
+      for (int64_t i = begin; i < end; ++i) {
+        uint8_t* row = buffer + static_cast<size_t>(i) * a_stride;
+        const float* xi = x + i * x_stride;
+        if (is_q8) {
+          quantize_act_q8(xi, w.n_cols, reinterpret_cast<ActQ8*>(row), isa);
+        } else {
+          quantize_act_q8k(xi, w.n_cols, reinterpret_cast<ActQ8K*>(row), isa);
+        }
+      }
+    };
+    if (m >= 2 * pool.size() && m * w.n_cols >= (1 << 16)) {
+      pool.parallel_for(m, quantize_rows);
+    } else {
+      quantize_rows(0, m, 0);
+    }
+  }
+
+  const bool is_gemv = m == 1;
+  const int tile_rows = is_gemv ? kernel.gemv_rows : kernel.gemm_rows;
+  const int tile_cols = is_gemv ? 1 : kernel.gemm_cols;
+  const detail::TileFn fn = is_gemv ? kernel.gemv : kernel.gemm;
+  const int64_t act_chunk = std::max<int64_t>(
+      tile_cols, static_cast<int64_t>(kActChunkBytes / a_stride) / tile_cols * tile_cols);
+
+  // Rows [r0, r1) of W against activation rows [i0, i1).
+  auto run_block = [&](int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
+    detail::Tile t{};
+    t.w_stride = w.row_bytes;
+    t.a_stride = a_stride;
+    t.n_cols = w.n_cols;
+    t.y_stride = y_stride;
+    for (int64_t ic = i0; ic < i1; ic += act_chunk) {
+      const int64_t ic_end = std::min(i1, ic + act_chunk);
+      for (int64_t r = r0; r < r1; r += tile_rows) {
+        t.w = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r) * w.row_bytes;
+        t.n_w = static_cast<int>(std::min<int64_t>(tile_rows, r1 - r));
+        for (int64_t i = ic; i < ic_end; i += tile_cols) {
+          t.a = a + static_cast<size_t>(i) * a_stride;
+          t.n_a = static_cast<int>(std::min<int64_t>(tile_cols, ic_end - i));
+          t.y = y + i * y_stride + r;
+          fn(t);
+        }
+      }
+    }
+  };
+
+  const int64_t n_row_tiles = (w.n_rows + tile_rows - 1) / tile_rows;
+  if (is_gemv || n_row_tiles >= pool.size()) {
+    pool.parallel_for(w.n_rows, tile_rows,
+                      [&](int64_t begin, int64_t end, int) { run_block(begin, end, 0, m); });
+  } else {
+    pool.parallel_for(m, tile_cols,
+                      [&](int64_t begin, int64_t end, int) { run_block(0, w.n_rows, begin, end); });
+  }
+}
+
+}  // namespace llms::kernels

@@ -1,0 +1,50 @@
+// kernels/simd_avx512 (private): small AVX-512 helpers shared by the *_avx512.cpp files.
+// Include only from files compiled with the AVX-512 flags (F, BW, VL, DQ, VNNI). Only
+// AVX-512F/BW/VL/VNNI instructions are used here and in those files, never BF16, so
+// Isa::kAvx512 need not require it.
+#pragma once
+
+// GCC 12 reports -W(maybe-)uninitialized inside its own 256/512-bit insert/extract intrinsics
+// (their _mm512_undefined_* operand, GCC bug 105593). The state that counts is the one at the
+// header's lines, so it is silenced for <immintrin.h> only; this must be its first inclusion
+// in the file (include this header before anything that pulls in <immintrin.h>).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#include "simd_avx2.h"
+
+namespace llms::kernels::detail::avx512 {
+
+// [lo | hi] from two 256-bit halves.
+inline __m512i join(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+inline __m512 join(__m256 lo, __m256 hi) {
+  return _mm512_castpd_ps(
+      _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+}
+
+inline __m256 high_half(__m512 v) {
+  return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+
+inline float hsum(__m512 v) {
+  return avx2::hsum(_mm256_add_ps(_mm512_castps512_ps256(v), high_half(v)));
+}
+
+inline int hsum_i32(__m512i v) {
+  return avx2::hsum_i32(
+      _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
+}
+
+inline __m512i loadu512(const void* p) { return _mm512_loadu_si512(p); }
+
+}  // namespace llms::kernels::detail::avx512

@@ -1,0 +1,220 @@
+// Timing mode of the kernel tests (LLMS_KERNEL_TIMING=1; otherwise every case skips): prints one
+// JSON line per case and asserts nothing about speed.
+//   - read bandwidth: sum of a 1 GiB float array with 1 and 2 threads (the decode floor);
+//   - every figure is the best batch of calls (see time_per_call), so that on a shared machine
+//     the time other processes take is not charged to the kernel;
+//   - GEMV (m = 1) on the Qwen2.5-0.5B projection shapes in Q5_0/Q8_0/Q4_K/Q6_K, per ISA and
+//     thread count, as GB/s of weight bytes and as a ratio to the measured read bandwidth. The
+//     weights are cycled through enough copies (>= 512 MiB) that each call reads from memory,
+//     not from the last-level cache, as in a real decode step;
+//   - GEMM with m = 32 and m = 512, as GFLOP/s (2 * m * n_rows * n_cols per call).
+#include <gtest/gtest.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/matmul.h"
+#include "quant/quant.h"
+
+namespace llms::kernels {
+namespace {
+
+using gguf::GgmlType;
+using Clock = std::chrono::steady_clock;
+
+bool timing_enabled() {
+  const char* env = std::getenv("LLMS_KERNEL_TIMING");
+  return env != nullptr && std::string(env) == "1";
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Seconds per call of fn: the best batch (>= 5 ms of calls each) over at least min_seconds,
+// after a warm-up call. The best batch rather than the mean, so that time slices lost to other
+// processes on a shared machine do not count against the kernel.
+template <class F>
+double time_per_call(F&& fn, double min_seconds = 0.3) {
+  fn();
+  int64_t batch = 1;
+  for (;;) {  // size a batch to >= 5 ms
+    const auto start = Clock::now();
+    for (int64_t k = 0; k < batch; ++k) fn();
+    if (seconds_since(start) >= 5e-3) break;
+    batch *= 2;
+  }
+  double best = INFINITY;
+  const auto start = Clock::now();
+  do {
+    const auto batch_start = Clock::now();
+    for (int64_t k = 0; k < batch; ++k) fn();
+    best = std::min(best, seconds_since(batch_start) / static_cast<double>(batch));
+  } while (seconds_since(start) < min_seconds);
+  return best;
+}
+
+int thread_counts_max() { return std::max(2, std::min(physical_core_count(), 2)); }
+
+// GB/s of summing a 1 GiB float array, per thread count (index = threads). Timed like the
+// GEMVs: each call sums the next 16 MiB slice (so every call reads from memory: the slice was
+// last touched 64 calls ago) and the best batch counts.
+std::vector<double>& read_bandwidth() {
+  static std::vector<double> gbps = [] {
+    std::vector<double> result(static_cast<size_t>(thread_counts_max()) + 1, 0.0);
+    const size_t n = (size_t{1} << 30) / sizeof(float);
+    const size_t slice = (size_t{16} << 20) / sizeof(float);
+    std::vector<float> data(n, 1.0f);  // touched: no page faults while timing
+    for (int threads = 1; threads <= thread_counts_max(); ++threads) {
+      ThreadPool pool(threads);
+      std::vector<float> partial(static_cast<size_t>(threads));
+      size_t next = 0;
+      const double seconds = time_per_call(
+          [&] {
+            const float* base = data.data() + next * slice;
+            next = (next + 1) % (n / slice);
+            pool.parallel_for(
+                static_cast<int64_t>(slice), 1024, [&](int64_t begin, int64_t end, int t) {
+                  __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(),
+                                   _mm_setzero_ps()};
+                  for (int64_t i = begin; i < end; i += 16) {
+                    for (int k = 0; k < 4; ++k) {
+                      acc[k] = _mm_add_ps(acc[k], _mm_loadu_ps(base + i + 4 * k));
+                    }
+                  }
+                  float out[4];
+                  _mm_storeu_ps(out,
+                                _mm_add_ps(_mm_add_ps(acc[0], acc[1]), _mm_add_ps(acc[2], acc[3])));
+                  partial[static_cast<size_t>(t)] = out[0] + out[1] + out[2] + out[3];
+                });
+          },
+          1.0);
+      result[static_cast<size_t>(threads)] =
+          static_cast<double>(slice * sizeof(float)) / seconds / 1e9;
+      std::printf(
+          "{\"bench\": \"read_bandwidth\", \"threads\": %d, \"bytes\": %zu, \"gb_per_s\": %.2f}\n",
+          threads, n * sizeof(float), result[static_cast<size_t>(threads)]);
+    }
+    return result;
+  }();
+  return gbps;
+}
+
+struct Shape {
+  int64_t n_rows;
+  int64_t n_cols;
+};
+
+// Qwen2.5-0.5B (n_rows x n_cols): q/o projections 896x896, gate/up 4864x896, down 896x4864.
+// 896 is not a multiple of 256, so the K-quants only take the down projection (which is what
+// the GGUF does: Q5_0/Q8_0 for the 896-column matrices, Q4_K/Q6_K for ffn_down).
+constexpr Shape kShapes[] = {{896, 896}, {4864, 896}, {896, 4864}};
+
+bool fits(GgmlType type, Shape shape) {
+  return shape.n_cols % gguf::ggml_type_info(type).block_size == 0;
+}
+constexpr GgmlType kTypes[] = {GgmlType::kQ5_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K};
+
+std::vector<uint8_t> random_matrix(GgmlType type, Shape shape, size_t* row_bytes) {
+  auto rng = testing::rng_for(static_cast<uint64_t>(type));
+  *row_bytes = quant::quantized_row_bytes(type, shape.n_cols);
+  std::vector<uint8_t> bytes(*row_bytes * static_cast<size_t>(shape.n_rows));
+  const std::vector<float> row = testing::gaussian(rng, static_cast<size_t>(shape.n_cols));
+  for (int64_t r = 0; r < shape.n_rows; ++r) {
+    quant::quantize_row(type, row.data(), bytes.data() + r * *row_bytes, shape.n_cols);
+  }
+  return bytes;
+}
+
+TEST(KernelTiming, ReadBandwidth) {
+  if (!timing_enabled()) GTEST_SKIP() << "set LLMS_KERNEL_TIMING=1 to time";
+  EXPECT_GT(read_bandwidth()[1], 0.0);
+}
+
+TEST(KernelTiming, Gemv) {
+  if (!timing_enabled()) GTEST_SKIP() << "set LLMS_KERNEL_TIMING=1 to time";
+  const std::vector<double>& bandwidth = read_bandwidth();
+  for (GgmlType type : kTypes) {
+    for (const Shape& shape : kShapes) {
+      if (!fits(type, shape)) continue;
+      size_t row_bytes = 0;
+      const std::vector<uint8_t> one = random_matrix(type, shape, &row_bytes);
+      // Enough copies that a pass over them all overflows any cache.
+      const size_t n_copies = std::max<size_t>(2, (size_t{512} << 20) / one.size());
+      std::vector<uint8_t> copies(one.size() * n_copies);
+      for (size_t c = 0; c < n_copies; ++c)
+        std::copy(one.begin(), one.end(), copies.begin() + c * one.size());
+      auto rng = testing::rng_for(3);
+      const std::vector<float> x = testing::gaussian(rng, static_cast<size_t>(shape.n_cols));
+      std::vector<float> y(static_cast<size_t>(shape.n_rows));
+      for (Isa isa : testing::all_isas()) {
+        if (!isa_supported(isa)) continue;
+        for (int threads = 1; threads <= thread_counts_max(); ++threads) {
+          ThreadPool pool(threads);
+          MatmulScratch scratch;
+          scratch.reserve(1, shape.n_cols);
+          size_t next = 0;
+          const double seconds = time_per_call([&] {
+            const QuantMatrix w{type, copies.data() + next * one.size(), shape.n_rows, shape.n_cols,
+                                row_bytes};
+            next = (next + 1) % n_copies;
+            matmul(w, x.data(), 1, shape.n_cols, y.data(), shape.n_rows, pool, scratch, isa);
+          });
+          const double gbps = static_cast<double>(one.size()) / seconds / 1e9;
+          std::printf(
+              "{\"bench\": \"gemv\", \"type\": \"%s\", \"isa\": \"%s\", \"threads\": %d, "
+              "\"n_rows\": %lld, \"n_cols\": %lld, \"weight_bytes\": %zu, \"us_per_call\": %.2f, "
+              "\"gb_per_s\": %.2f, \"ratio_to_read_bw\": %.3f}\n",
+              std::string(gguf::ggml_type_name(type)).c_str(), std::string(isa_name(isa)).c_str(),
+              threads, static_cast<long long>(shape.n_rows), static_cast<long long>(shape.n_cols),
+              one.size(), seconds * 1e6, gbps, gbps / bandwidth[static_cast<size_t>(threads)]);
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelTiming, Gemm) {
+  if (!timing_enabled()) GTEST_SKIP() << "set LLMS_KERNEL_TIMING=1 to time";
+  for (GgmlType type : kTypes) {
+    for (const Shape& shape : kShapes) {
+      if (!fits(type, shape)) continue;
+      size_t row_bytes = 0;
+      const std::vector<uint8_t> bytes = random_matrix(type, shape, &row_bytes);
+      const QuantMatrix w{type, bytes.data(), shape.n_rows, shape.n_cols, row_bytes};
+      for (int64_t m : {32, 512}) {
+        auto rng = testing::rng_for(4);
+        const std::vector<float> x = testing::gaussian(rng, static_cast<size_t>(m * shape.n_cols));
+        std::vector<float> y(static_cast<size_t>(m * shape.n_rows));
+        for (Isa isa : testing::all_isas()) {
+          if (!isa_supported(isa) || (isa == Isa::kScalar && m > 32)) continue;  // scalar: slow
+          const int threads = thread_counts_max();
+          ThreadPool pool(threads);
+          MatmulScratch scratch;
+          scratch.reserve(m, shape.n_cols);
+          const double seconds = time_per_call([&] {
+            matmul(w, x.data(), m, shape.n_cols, y.data(), shape.n_rows, pool, scratch, isa);
+          });
+          const double flops = 2.0 * static_cast<double>(m * shape.n_rows * shape.n_cols);
+          std::printf(
+              "{\"bench\": \"gemm\", \"type\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"m\": "
+              "%lld, \"n_rows\": %lld, \"n_cols\": %lld, \"ms_per_call\": %.3f, "
+              "\"gflop_per_s\": %.2f}\n",
+              std::string(gguf::ggml_type_name(type)).c_str(), std::string(isa_name(isa)).c_str(),
+              threads, static_cast<long long>(m), static_cast<long long>(shape.n_rows),
+              static_cast<long long>(shape.n_cols), seconds * 1e3, flops / seconds / 1e9);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace llms::kernels
