@@ -1,0 +1,64 @@
+// model/transformer: the forward pass shared by every supported decoder-only family.
+//
+// Contract: forward() takes one StepBatch (any mix of prefill chunks, decode tokens and
+// speculative tokens from many sequences), writes each token's keys and values into the paged
+// KV storage at the slots its sequence's block table names, attends causally (and within the
+// sliding window on layers that have one) over each sequence's own cache, and returns logits
+// only for the rows the batch asks for. Activation buffers are sized by reserve() and reused, so
+// a step allocates nothing once the largest step has been seen.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "kernels/matmul.h"
+#include "kv/step_batch.h"
+#include "model/architecture.h"
+#include "model/kv_storage.h"
+#include "model/model_config.h"
+#include "model/transformer_weights.h"
+#include "util/thread_pool.h"
+
+namespace llms::model {
+
+class Transformer {
+ public:
+  // `file` must outlive the Transformer (weights are views into its mmap).
+  Transformer(const gguf::GgufFile& file, int n_threads);
+
+  const ModelConfig& config() const { return config_; }
+  const ArchitectureTraits& traits() const { return traits_; }
+  int32_t n_vocab() const { return static_cast<int32_t>(config_.n_vocab); }
+  ThreadPool& pool() { return pool_; }
+
+  // Sizes the activation buffers for steps of up to max_tokens tokens and max_logit_rows logits.
+  void reserve(int32_t max_tokens, int32_t max_logit_rows);
+
+  // Runs one step. `logits` receives batch.logits_rows.size() rows of n_vocab floats.
+  // Throws llms::Error(kInvalidArgument) for a malformed batch or an out-of-vocabulary token.
+  void forward(const kv::StepBatch& batch, KvStorage& kv, float* logits);
+
+ private:
+  struct Buffers {
+    int32_t max_tokens = 0;
+    int32_t max_logit_rows = 0;
+    std::vector<float> x, xn, q, k, v, attn, gate, up, ffn, logit_in;
+    std::vector<float> attn_acc;  // one head_dim accumulator per pool thread
+  };
+
+  void embed(const kv::StepBatch& batch);
+  void attention_block(size_t layer, const kv::StepBatch& batch, KvStorage& kv);
+  void feed_forward_block(size_t layer, int32_t n_tokens);
+  void attend(size_t layer, const kv::StepBatch& batch, KvStorage& kv);
+  void matmul(const kernels::QuantMatrix& w, const float* x, int32_t m, float* y);
+
+  ModelConfig config_;
+  ArchitectureTraits traits_;
+  TransformerWeights weights_;
+  ThreadPool pool_;
+  kernels::MatmulScratch scratch_;
+  Buffers buf_;
+};
+
+}  // namespace llms::model

@@ -1,0 +1,255 @@
+#include "model/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <string>
+
+#include "kernels/ops.h"
+#include "quant/quant.h"
+#include "util/error.h"
+
+namespace llms::model {
+
+namespace {
+
+kernels::RopeMode rope_mode(RopeLayout layout) {
+  return layout == RopeLayout::kHalves ? kernels::RopeMode::kNeox : kernels::RopeMode::kNormal;
+}
+
+}  // namespace
+
+Transformer::Transformer(const gguf::GgufFile& file, int n_threads)
+    : config_(ModelConfig::from_gguf(file)),
+      traits_(architecture_traits(config_.architecture)),
+      weights_(TransformerWeights::load(file, config_, traits_)),
+      pool_(std::max(1, n_threads)) {
+  reserve(1, 1);
+}
+
+void Transformer::reserve(int32_t max_tokens, int32_t max_logit_rows) {
+  if (max_tokens <= buf_.max_tokens && max_logit_rows <= buf_.max_logit_rows) return;
+  max_tokens = std::max(max_tokens, buf_.max_tokens);
+  max_logit_rows = std::max(max_logit_rows, buf_.max_logit_rows);
+  const ModelConfig& c = config_;
+  size_t t = static_cast<size_t>(max_tokens);
+  uint64_t max_kv = c.max_kv_heads();
+  buf_.x.assign(t * c.n_embd, 0.0f);
+  buf_.xn.assign(t * std::max(c.n_embd, c.n_heads * c.head_dim_v), 0.0f);
+  buf_.q.assign(t * c.n_heads * c.head_dim_k, 0.0f);
+  buf_.k.assign(t * max_kv * c.head_dim_k, 0.0f);
+  buf_.v.assign(t * max_kv * c.head_dim_v, 0.0f);
+  buf_.attn.assign(t * c.n_heads * c.head_dim_v, 0.0f);
+  buf_.gate.assign(t * c.n_ff, 0.0f);
+  buf_.up.assign(t * c.n_ff, 0.0f);
+  buf_.ffn.assign(t * c.n_embd, 0.0f);
+  buf_.logit_in.assign(static_cast<size_t>(max_logit_rows) * c.n_embd, 0.0f);
+  buf_.attn_acc.assign(static_cast<size_t>(pool_.size()) * c.head_dim_v, 0.0f);
+  buf_.max_tokens = max_tokens;
+  buf_.max_logit_rows = max_logit_rows;
+  scratch_.reserve(max_tokens, static_cast<int64_t>(std::max(c.n_ff, c.n_heads * c.head_dim_v)));
+}
+
+void Transformer::matmul(const kernels::QuantMatrix& w, const float* x, int32_t m, float* y) {
+  kernels::matmul(w, x, m, w.n_cols, y, w.n_rows, pool_, scratch_);
+}
+
+void Transformer::forward(const kv::StepBatch& batch, KvStorage& kv, float* logits) {
+  batch.validate(kv.block_size(), kv.n_blocks());
+  const int32_t n_tokens = static_cast<int32_t>(batch.tokens.size());
+  const int32_t n_logits = static_cast<int32_t>(batch.logits_rows.size());
+  if (n_tokens == 0) return;
+  reserve(n_tokens, n_logits);
+  embed(batch);
+  for (size_t layer = 0; layer < config_.n_layers; ++layer) {
+    attention_block(layer, batch, kv);
+    feed_forward_block(layer, n_tokens);
+  }
+  if (n_logits == 0) return;
+  const uint64_t d = config_.n_embd;
+  for (int32_t i = 0; i < n_logits; ++i) {
+    kernels::rms_norm(buf_.x.data() + batch.logits_rows[i] * d, weights_.output_norm,
+                      buf_.logit_in.data() + i * d, static_cast<int64_t>(d),
+                      static_cast<float>(config_.rms_norm_eps));
+  }
+  matmul(weights_.output, buf_.logit_in.data(), n_logits, logits);
+}
+
+void Transformer::embed(const kv::StepBatch& batch) {
+  const uint64_t d = config_.n_embd;
+  const auto& e = weights_.token_embd;
+  const float scale = traits_.scales_embedding ? std::sqrt(static_cast<float>(d)) : 1.0f;
+  for (size_t i = 0; i < batch.tokens.size(); ++i) {
+    int32_t id = batch.tokens[i];
+    if (id < 0 || id >= n_vocab()) {
+      throw Error(Error::Kind::kInvalidArgument,
+                  "token id " + std::to_string(id) + " is outside the vocabulary (" +
+                      std::to_string(n_vocab()) + ")");
+    }
+    const auto* row = static_cast<const uint8_t*>(e.data) + static_cast<size_t>(id) * e.row_bytes;
+    float* out = buf_.x.data() + i * d;
+    quant::dequantize_row(e.type, row, out, static_cast<int64_t>(d));
+    if (scale != 1.0f) kernels::scale(out, scale, static_cast<int64_t>(d));
+  }
+}
+
+void Transformer::attention_block(size_t layer, const kv::StepBatch& batch, KvStorage& kv) {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = weights_.layers[layer];
+  const int32_t n = static_cast<int32_t>(batch.tokens.size());
+  const int64_t d = static_cast<int64_t>(c.n_embd);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t n_kv = static_cast<int64_t>(c.n_kv_heads[layer]);
+  const int64_t q_width = static_cast<int64_t>(c.n_heads * c.head_dim_k);
+  const int64_t k_width = n_kv * static_cast<int64_t>(c.head_dim_k);
+  const int64_t v_width = n_kv * static_cast<int64_t>(c.head_dim_v);
+
+  for (int32_t i = 0; i < n; ++i) {
+    kernels::rms_norm(buf_.x.data() + i * d, w.attn_norm, buf_.xn.data() + i * d, d, eps);
+  }
+  matmul(w.wq, buf_.xn.data(), n, buf_.q.data());
+  matmul(w.wk, buf_.xn.data(), n, buf_.k.data());
+  matmul(w.wv, buf_.xn.data(), n, buf_.v.data());
+
+  const bool sliding = c.is_sliding[layer];
+  const float base = sliding && traits_.local_rope_base > 0.0f
+                         ? traits_.local_rope_base
+                         : static_cast<float>(c.rope_freq_base);
+  const float freq_scale =
+      sliding || c.rope_scaling_type != "linear" ? 1.0f
+                                                 : static_cast<float>(1.0 / c.rope_scaling_factor);
+  const auto mode = rope_mode(traits_.rope);
+  const int64_t hd = static_cast<int64_t>(c.head_dim_k);
+  for (int32_t i = 0; i < n; ++i) {
+    float* q = buf_.q.data() + i * q_width;
+    float* k = buf_.k.data() + i * k_width;
+    float* v = buf_.v.data() + i * v_width;
+    if (w.bq) {
+      kernels::add(q, w.bq, q, q_width);
+      kernels::add(k, w.bk, k, k_width);
+      kernels::add(v, w.bv, v, v_width);
+    }
+    if (w.q_norm) {
+      for (int64_t h = 0; h < static_cast<int64_t>(c.n_heads); ++h) {
+        kernels::rms_norm(q + h * hd, w.q_norm, q + h * hd, hd, eps);
+      }
+      for (int64_t h = 0; h < n_kv; ++h) kernels::rms_norm(k + h * hd, w.k_norm, k + h * hd, hd, eps);
+    }
+    int64_t pos = batch.positions[i];
+    kernels::rope(q, static_cast<int64_t>(c.n_heads), hd, pos, base, freq_scale, mode);
+    kernels::rope(k, n_kv, hd, pos, base, freq_scale, mode);
+  }
+
+  attend(layer, batch, kv);
+
+  matmul(w.wo, buf_.attn.data(), n, buf_.ffn.data());
+  for (int32_t i = 0; i < n; ++i) {
+    float* out = buf_.ffn.data() + i * d;
+    if (w.post_attn_norm) kernels::rms_norm(out, w.post_attn_norm, out, d, eps);
+    kernels::add(buf_.x.data() + i * d, out, buf_.x.data() + i * d, d);
+  }
+}
+
+// Writes this step's keys and values into the cache, then runs causal attention for every
+// (token, head) pair over its sequence's blocks with an online softmax, so no score matrix is
+// ever materialised and a sequence's cost grows with its own context only.
+void Transformer::attend(size_t layer, const kv::StepBatch& batch, KvStorage& kv) {
+  const ModelConfig& c = config_;
+  const int32_t bs = kv.block_size();
+  const int64_t n_heads = static_cast<int64_t>(c.n_heads);
+  const int64_t n_kv = static_cast<int64_t>(c.n_kv_heads[layer]);
+  const int64_t hdk = static_cast<int64_t>(c.head_dim_k);
+  const int64_t hdv = static_cast<int64_t>(c.head_dim_v);
+  const int64_t group = n_heads / n_kv;
+
+  for (const auto& s : batch.sequences) {
+    for (int32_t j = 0; j < s.n_query; ++j) {
+      int32_t i = s.query_begin + j;
+      int32_t pos = batch.positions[i];
+      kv::BlockId block = s.block_table[pos / bs];
+      int32_t slot = pos % bs;
+      for (int64_t h = 0; h < n_kv; ++h) {
+        std::memcpy(kv.key(layer, block, h) + slot * hdk, buf_.k.data() + (i * n_kv + h) * hdk,
+                    hdk * sizeof(float));
+        std::memcpy(kv.value(layer, block, h) + slot * hdv, buf_.v.data() + (i * n_kv + h) * hdv,
+                    hdv * sizeof(float));
+      }
+    }
+  }
+
+  // Map each token to its sequence so the work can be split over (token, head) pairs.
+  const int32_t n_tokens = static_cast<int32_t>(batch.tokens.size());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hdk));
+  const int64_t window = c.is_sliding[layer] ? static_cast<int64_t>(c.sliding_window) : 0;
+  const kv::SequenceSlice* slices = batch.sequences.data();
+  const size_t n_slices = batch.sequences.size();
+
+  pool_.parallel_for(static_cast<int64_t>(n_tokens) * n_heads, [&](int64_t begin, int64_t end,
+                                                                   int thread) {
+    std::span<float> acc(buf_.attn_acc.data() + thread * hdv, hdv);
+    size_t si = 0;
+    for (int64_t work = begin; work < end; ++work) {
+      int32_t i = static_cast<int32_t>(work / n_heads);
+      int64_t h = work % n_heads;
+      while (si + 1 < n_slices && slices[si + 1].query_begin <= i) ++si;
+      while (si > 0 && slices[si].query_begin > i) --si;
+      const kv::SequenceSlice& s = slices[si];
+      const int64_t pos = batch.positions[i];
+      const int64_t lo = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+      const float* q = buf_.q.data() + (static_cast<int64_t>(i) * n_heads + h) * hdk;
+      const int64_t g = h / group;
+      float m = -std::numeric_limits<float>::infinity();
+      float l = 0.0f;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t p = lo; p <= pos; ++p) {
+        kv::BlockId block = s.block_table[p / bs];
+        int64_t slot = p % bs;
+        const float* k = kv.key(layer, block, g) + slot * hdk;
+        float score = kernels::dot(q, k, hdk) * scale;
+        if (score > m) {
+          float correction = std::exp(m - score);
+          l *= correction;
+          kernels::scale(acc.data(), correction, hdv);
+          m = score;
+        }
+        float p_weight = std::exp(score - m);
+        l += p_weight;
+        kernels::axpy(p_weight, kv.value(layer, block, g) + slot * hdv, acc.data(), hdv);
+      }
+      float* out = buf_.attn.data() + (static_cast<int64_t>(i) * n_heads + h) * hdv;
+      for (int64_t e = 0; e < hdv; ++e) out[e] = acc[e] / l;
+    }
+  });
+}
+
+void Transformer::feed_forward_block(size_t layer, int32_t n) {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = weights_.layers[layer];
+  const int64_t d = static_cast<int64_t>(c.n_embd);
+  const int64_t ff = static_cast<int64_t>(c.n_ff);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  for (int32_t i = 0; i < n; ++i) {
+    kernels::rms_norm(buf_.x.data() + i * d, w.ffn_norm, buf_.xn.data() + i * d, d, eps);
+  }
+  matmul(w.w_gate, buf_.xn.data(), n, buf_.gate.data());
+  matmul(w.w_up, buf_.xn.data(), n, buf_.up.data());
+  for (int32_t i = 0; i < n; ++i) {
+    float* g = buf_.gate.data() + i * ff;
+    const float* u = buf_.up.data() + i * ff;
+    if (traits_.activation == FeedForwardActivation::kGeluTanh) {
+      kernels::gelu_tanh_mul(g, u, g, ff);
+    } else {
+      kernels::silu_mul(g, u, g, ff);
+    }
+  }
+  matmul(w.w_down, buf_.gate.data(), n, buf_.ffn.data());
+  for (int32_t i = 0; i < n; ++i) {
+    float* out = buf_.ffn.data() + i * d;
+    if (w.post_ffn_norm) kernels::rms_norm(out, w.post_ffn_norm, out, d, eps);
+    kernels::add(buf_.x.data() + i * d, out, buf_.x.data() + i * d, d);
+  }
+}
+
+}  // namespace llms::model
