@@ -21,11 +21,32 @@ kernels::RopeMode rope_mode(RopeLayout layout) {
 
 }  // namespace
 
-Transformer::Transformer(const gguf::GgufFile& file, int n_threads)
+Transformer::Transformer(const gguf::GgufFile& file, int n_threads, WeightMode mode)
     : config_(ModelConfig::from_gguf(file)),
       traits_(architecture_traits(config_.architecture)),
       weights_(TransformerWeights::load(file, config_, traits_)),
       pool_(std::max(1, n_threads)) {
+  if (mode == WeightMode::kDequantizedF32) {
+    auto to_f32 = [this](kernels::QuantMatrix& m) {
+      auto& store = f32_weights_.emplace_back(static_cast<size_t>(m.n_rows * m.n_cols));
+      for (int64_t r = 0; r < m.n_rows; ++r) {
+        quant::dequantize_row(m.type, static_cast<const uint8_t*>(m.data) + r * m.row_bytes,
+                              store.data() + r * m.n_cols, m.n_cols);
+      }
+      m = kernels::QuantMatrix{gguf::GgmlType::kF32, store.data(), m.n_rows, m.n_cols,
+                               static_cast<size_t>(m.n_cols) * sizeof(float)};
+    };
+    bool tied = weights_.output.data == weights_.token_embd.data;
+    to_f32(weights_.token_embd);
+    if (tied) {
+      weights_.output = weights_.token_embd;
+    } else {
+      to_f32(weights_.output);
+    }
+    for (auto& l : weights_.layers) {
+      for (auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) to_f32(*m);
+    }
+  }
   reserve(1, 1);
 }
 
@@ -84,9 +105,9 @@ void Transformer::embed(const kv::StepBatch& batch) {
   for (size_t i = 0; i < batch.tokens.size(); ++i) {
     int32_t id = batch.tokens[i];
     if (id < 0 || id >= n_vocab()) {
-      throw Error(Error::Kind::kInvalidArgument,
-                  "token id " + std::to_string(id) + " is outside the vocabulary (" +
-                      std::to_string(n_vocab()) + ")");
+      throw Error(Error::Kind::kInvalidArgument, "token id " + std::to_string(id) +
+                                                     " is outside the vocabulary (" +
+                                                     std::to_string(n_vocab()) + ")");
     }
     const auto* row = static_cast<const uint8_t*>(e.data) + static_cast<size_t>(id) * e.row_bytes;
     float* out = buf_.x.data() + i * d;
@@ -117,9 +138,9 @@ void Transformer::attention_block(size_t layer, const kv::StepBatch& batch, KvSt
   const float base = sliding && traits_.local_rope_base > 0.0f
                          ? traits_.local_rope_base
                          : static_cast<float>(c.rope_freq_base);
-  const float freq_scale =
-      sliding || c.rope_scaling_type != "linear" ? 1.0f
-                                                 : static_cast<float>(1.0 / c.rope_scaling_factor);
+  const float freq_scale = sliding || c.rope_scaling_type != "linear"
+                               ? 1.0f
+                               : static_cast<float>(1.0 / c.rope_scaling_factor);
   const auto mode = rope_mode(traits_.rope);
   const int64_t hd = static_cast<int64_t>(c.head_dim_k);
   for (int32_t i = 0; i < n; ++i) {
@@ -135,7 +156,8 @@ void Transformer::attention_block(size_t layer, const kv::StepBatch& batch, KvSt
       for (int64_t h = 0; h < static_cast<int64_t>(c.n_heads); ++h) {
         kernels::rms_norm(q + h * hd, w.q_norm, q + h * hd, hd, eps);
       }
-      for (int64_t h = 0; h < n_kv; ++h) kernels::rms_norm(k + h * hd, w.k_norm, k + h * hd, hd, eps);
+      for (int64_t h = 0; h < n_kv; ++h)
+        kernels::rms_norm(k + h * hd, w.k_norm, k + h * hd, hd, eps);
     }
     int64_t pos = batch.positions[i];
     kernels::rope(q, static_cast<int64_t>(c.n_heads), hd, pos, base, freq_scale, mode);
@@ -186,42 +208,42 @@ void Transformer::attend(size_t layer, const kv::StepBatch& batch, KvStorage& kv
   const kv::SequenceSlice* slices = batch.sequences.data();
   const size_t n_slices = batch.sequences.size();
 
-  pool_.parallel_for(static_cast<int64_t>(n_tokens) * n_heads, [&](int64_t begin, int64_t end,
-                                                                   int thread) {
-    std::span<float> acc(buf_.attn_acc.data() + thread * hdv, hdv);
-    size_t si = 0;
-    for (int64_t work = begin; work < end; ++work) {
-      int32_t i = static_cast<int32_t>(work / n_heads);
-      int64_t h = work % n_heads;
-      while (si + 1 < n_slices && slices[si + 1].query_begin <= i) ++si;
-      while (si > 0 && slices[si].query_begin > i) --si;
-      const kv::SequenceSlice& s = slices[si];
-      const int64_t pos = batch.positions[i];
-      const int64_t lo = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
-      const float* q = buf_.q.data() + (static_cast<int64_t>(i) * n_heads + h) * hdk;
-      const int64_t g = h / group;
-      float m = -std::numeric_limits<float>::infinity();
-      float l = 0.0f;
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t p = lo; p <= pos; ++p) {
-        kv::BlockId block = s.block_table[p / bs];
-        int64_t slot = p % bs;
-        const float* k = kv.key(layer, block, g) + slot * hdk;
-        float score = kernels::dot(q, k, hdk) * scale;
-        if (score > m) {
-          float correction = std::exp(m - score);
-          l *= correction;
-          kernels::scale(acc.data(), correction, hdv);
-          m = score;
+  pool_.parallel_for(
+      static_cast<int64_t>(n_tokens) * n_heads, [&](int64_t begin, int64_t end, int thread) {
+        std::span<float> acc(buf_.attn_acc.data() + thread * hdv, hdv);
+        size_t si = 0;
+        for (int64_t work = begin; work < end; ++work) {
+          int32_t i = static_cast<int32_t>(work / n_heads);
+          int64_t h = work % n_heads;
+          while (si + 1 < n_slices && slices[si + 1].query_begin <= i) ++si;
+          while (si > 0 && slices[si].query_begin > i) --si;
+          const kv::SequenceSlice& s = slices[si];
+          const int64_t pos = batch.positions[i];
+          const int64_t lo = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+          const float* q = buf_.q.data() + (static_cast<int64_t>(i) * n_heads + h) * hdk;
+          const int64_t g = h / group;
+          float m = -std::numeric_limits<float>::infinity();
+          float l = 0.0f;
+          std::fill(acc.begin(), acc.end(), 0.0f);
+          for (int64_t p = lo; p <= pos; ++p) {
+            kv::BlockId block = s.block_table[p / bs];
+            int64_t slot = p % bs;
+            const float* k = kv.key(layer, block, g) + slot * hdk;
+            float score = kernels::dot(q, k, hdk) * scale;
+            if (score > m) {
+              float correction = std::exp(m - score);
+              l *= correction;
+              kernels::scale(acc.data(), correction, hdv);
+              m = score;
+            }
+            float p_weight = std::exp(score - m);
+            l += p_weight;
+            kernels::axpy(p_weight, kv.value(layer, block, g) + slot * hdv, acc.data(), hdv);
+          }
+          float* out = buf_.attn.data() + (static_cast<int64_t>(i) * n_heads + h) * hdv;
+          for (int64_t e = 0; e < hdv; ++e) out[e] = acc[e] / l;
         }
-        float p_weight = std::exp(score - m);
-        l += p_weight;
-        kernels::axpy(p_weight, kv.value(layer, block, g) + slot * hdv, acc.data(), hdv);
-      }
-      float* out = buf_.attn.data() + (static_cast<int64_t>(i) * n_heads + h) * hdv;
-      for (int64_t e = 0; e < hdv; ++e) out[e] = acc[e] / l;
-    }
-  });
+      });
 }
 
 void Transformer::feed_forward_block(size_t layer, int32_t n) {

@@ -33,16 +33,23 @@ std::filesystem::path model_dir() {
   return std::filesystem::path(home ? home : "/tmp") / ".cache" / "llmserve" / "models";
 }
 
-// Relative L2 error bound on the sampled logits. Both sides use the same quantized weights; we
-// additionally quantize activations to 8 bits for integer dot products (as llama.cpp does),
-// which is what the bound pays for.
-constexpr double kMaxRelativeL2 = 0.05;
-// A greedy divergence is a near-tie when the reference's best two logits were this close.
-constexpr double kNearTie = 0.25;
-
 struct Case {
   const char* golden;  // file under tests/data/logits
+  // Relative L2 error bound on the sampled logits in the fast path. Both sides use the same
+  // quantized weights; we additionally quantize activations to 8 bits for integer dot products
+  // (as llama.cpp does), which is what the bound pays for. Measured when written: Qwen 0.5B
+  // 0.011-0.020, 1.5B 0.015-0.023, Gemma 3 0.019-0.096 (its activations have large outliers).
+  double max_relative_l2;
+  // A greedy divergence is accepted only where the reference's best two logits were this close.
+  double near_tie;
+  // Also run with weights dequantized to F32 (no activation quantization), where the forward
+  // pass must equal transformers to float rounding. Off for the 1.5B (6 GB of F32 weights).
+  bool check_f32_reference;
 };
+
+// With F32 weights the only differences left are summation order and float rounding (measured
+// 6e-7 to 9e-7 on Gemma 3).
+constexpr double kF32MaxRelativeL2 = 1e-4;
 
 class TransformerGolden : public ::testing::TestWithParam<Case> {
  protected:
@@ -55,6 +62,8 @@ class TransformerGolden : public ::testing::TestWithParam<Case> {
     file_ = std::make_unique<gguf::GgufFile>(gguf::GgufFile::open(path_));
     model_ = std::make_unique<model::Transformer>(*file_, 2);
   }
+
+  void check_against_golden(double max_relative_l2, double near_tie);
 
   // Runs `ids` as one prefill step in a fresh cache; returns the last row's logits.
   std::vector<float> prefill(const std::vector<int32_t>& ids, model::KvStorage& kv,
@@ -79,6 +88,16 @@ int32_t argmax(const std::vector<float>& v) {
 }
 
 TEST_P(TransformerGolden, LogitsAndGreedyContinuationMatchTransformers) {
+  check_against_golden(GetParam().max_relative_l2, GetParam().near_tie);
+}
+
+TEST_P(TransformerGolden, WithF32WeightsEqualsTransformersToRounding) {
+  if (!GetParam().check_f32_reference) GTEST_SKIP() << "F32 reference not run for this model";
+  model_ = std::make_unique<model::Transformer>(*file_, 2, model::WeightMode::kDequantizedF32);
+  check_against_golden(kF32MaxRelativeL2, 1e-3);
+}
+
+void TransformerGolden::check_against_golden(double max_relative_l2, double near_tie) {
   for (const auto& rec : golden_["records"]) {
     SCOPED_TRACE(rec["prompt"].get<std::string>());
     auto ids = rec["prompt_ids"].get<std::vector<int32_t>>();
@@ -98,7 +117,7 @@ TEST_P(TransformerGolden, LogitsAndGreedyContinuationMatchTransformers) {
     double rel = std::sqrt(err / norm);
     RecordProperty("relative_l2", std::to_string(rel));
     std::cout << "[ info ] relative L2 error of the logits: " << rel << "\n";
-    EXPECT_LE(rel, kMaxRelativeL2);
+    EXPECT_LE(rel, max_relative_l2);
 
     // Greedy continuation, one decode step at a time through the paged cache.
     auto greedy = rec["greedy"].get<std::vector<int32_t>>();
@@ -107,7 +126,7 @@ TEST_P(TransformerGolden, LogitsAndGreedyContinuationMatchTransformers) {
     int32_t n_cached = static_cast<int32_t>(ids.size());
     for (size_t step = 0; step < greedy.size(); ++step) {
       if (next != greedy[step]) {
-        EXPECT_LT(margins[step], kNearTie)
+        EXPECT_LT(margins[step], near_tie)
             << "diverged at step " << step << " (ours " << next << ", reference " << greedy[step]
             << ") where the reference margin was " << margins[step];
         std::cout << "[ note ] near-tie divergence at step " << step << " (margin " << margins[step]
@@ -160,18 +179,19 @@ TEST_P(TransformerGolden, RaggedBatchEqualsEachSequenceAlone) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, TransformerGolden,
-                         ::testing::Values(Case{"qwen2.5-coder-0.5b-instruct.json"},
-                                           Case{"qwen2.5-coder-1.5b-instruct.json"},
-                                           Case{"gemma-3-270m.json"}),
-                         [](const auto& param_info) {
-                           std::string n = param_info.param.golden;
-                           n = n.substr(0, n.rfind('.'));
-                           for (char& ch : n) {
-                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           }
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Models, TransformerGolden,
+    ::testing::Values(Case{"qwen2.5-coder-0.5b-instruct.json", 0.05, 0.25, true},
+                      Case{"qwen2.5-coder-1.5b-instruct.json", 0.05, 0.25, false},
+                      Case{"gemma-3-270m.json", 0.15, 0.5, true}),
+    [](const auto& param_info) {
+      std::string n = param_info.param.golden;
+      n = n.substr(0, n.rfind('.'));
+      for (char& ch : n) {
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      }
+      return n;
+    });
 
 }  // namespace
 }  // namespace llms

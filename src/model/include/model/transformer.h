@@ -8,6 +8,7 @@
 // a step allocates nothing once the largest step has been seen.
 #pragma once
 
+#include <list>
 #include <memory>
 #include <vector>
 
@@ -22,10 +23,16 @@
 
 namespace llms::model {
 
+// kInPlace multiplies the file's weights in their own formats with 8-bit activations (the fast
+// path). kDequantizedF32 converts every matrix to F32 at load, so no activation is quantized:
+// a numerics reference that isolates the forward pass from quantized arithmetic (4-8x the
+// memory, slower).
+enum class WeightMode { kInPlace, kDequantizedF32 };
+
 class Transformer {
  public:
   // `file` must outlive the Transformer (weights are views into its mmap).
-  Transformer(const gguf::GgufFile& file, int n_threads);
+  Transformer(const gguf::GgufFile& file, int n_threads, WeightMode mode = WeightMode::kInPlace);
 
   const ModelConfig& config() const { return config_; }
   const ArchitectureTraits& traits() const { return traits_; }
@@ -56,6 +63,7 @@ class Transformer {
   ModelConfig config_;
   ArchitectureTraits traits_;
   TransformerWeights weights_;
+  std::list<std::vector<float>> f32_weights_;  // only in WeightMode::kDequantizedF32
   ThreadPool pool_;
   kernels::MatmulScratch scratch_;
   Buffers buf_;
