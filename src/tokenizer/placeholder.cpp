@@ -1,1 +1,0 @@
-// placeholder so the module links before its first source lands
