@@ -8,7 +8,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   clang libclang-rt-14-dev            # ASan/UBSan builds and libFuzzer targets
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev libpcre2-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev libpcre2-dev libboost-dev
   python3 python3-pip python3-venv
 )
 

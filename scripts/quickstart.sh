@@ -7,4 +7,5 @@ bash scripts/install-deps.sh
 bash scripts/build.sh release
 bin=build/release/src/cli/llmserve
 "$bin" pull default
-"$bin" inspect default --no-tensors
+"$bin" inspect default --no-tensors --ctx 4096 | sed -n '1,3p;/^KV cache/,$p'
+"$bin" run -m default --chat -p "Write a Python function that checks whether a number is prime." -n 128

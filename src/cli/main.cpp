@@ -5,8 +5,12 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "bench_command.h"
+#include "bench_model_command.h"
 #include "inspect_command.h"
 #include "pull_command.h"
+#include "run_command.h"
+#include "tokenize_command.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
@@ -15,6 +19,10 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   llms::cli::add_inspect_command(app, exit_code);
   llms::cli::add_pull_command(app, exit_code);
+  llms::cli::add_run_command(app, exit_code);
+  llms::cli::add_bench_model_command(app, exit_code);
+  llms::cli::add_bench_command(app, exit_code);
+  llms::cli::add_tokenize_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
