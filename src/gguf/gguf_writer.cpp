@@ -228,16 +228,8 @@ WriteValue WriteValue::bools(std::span<const bool> v) {
 }
 
 WriteValue WriteValue::strings(std::span<const std::string> v) {
-  size_t total = 12;
-  for (const auto& s : v) total += 8 + s.size();
-  std::vector<uint8_t> e;
-  e.reserve(total);
-  append_array_header(e, ValueType::kString, v.size());
-  for (const auto& s : v) append_string(e, s);
-  WriteValue value(ValueType::kArray, std::move(e));
-  value.element_type_ = ValueType::kString;
-  value.count_ = v.size();
-  return value;
+  std::vector<std::string_view> views(v.begin(), v.end());
+  return strings(std::span<const std::string_view>(views));
 }
 
 WriteValue WriteValue::strings(std::span<const std::string_view> v) {
