@@ -17,6 +17,8 @@ class Error : public std::runtime_error {
     kInvalidArgument,  // a caller or user passed a bad value
     kIo,               // the operating system refused (open, mmap, read)
     kNotFound,         // a named thing does not exist
+    kUnavailable,      // cannot serve now (shutting down, over capacity); try later
+    kInternal,         // a broken invariant of our own (a bug, never the user's fault)
   };
 
   Error(Kind kind, std::string message) : std::runtime_error(std::move(message)), kind_(kind) {}
