@@ -1,0 +1,360 @@
+// sched/scheduler: continuous batching over kv::KvCacheManager (contract in scheduler.h).
+//
+// State: every sequence lives in `seqs` and in exactly one of two ordered sets, `running` or
+// `waiting`, keyed by its policy order: (priority, arrival, order) under kPriority, (arrival,
+// order) under kFcfs. `arrival` is the add() count (a fork child copies its parent's), `order`
+// is unique, so the order is total and never changes for a sequence. Keeping `waiting` sorted
+// is what puts a preempted sequence back at the front: it arrived before everything admitted
+// after it.
+//
+// KV: a waiting sequence holds no KV state at all (not registered with the manager); a running
+// one is registered and its table covers at least n_computed positions. Preemption frees the
+// table and resets n_computed; the tokens (output included) are kept, so readmission recomputes
+// them, cheaply where the prefix cache still holds its earlier blocks.
+//
+// A step in which a running sequence had to be preempted admits no waiting sequence: memory is
+// short, and admitting would at best re-admit the victim just freed (thrash) or take blocks the
+// running sequences need next step.
+//
+// fork() is not refused for max_num_seqs (the engine's n samples of one request belong
+// together); while forks keep more than max_num_seqs running, each step runs the first
+// max_num_seqs of them in policy order and admits nothing.
+#include "sched/scheduler.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "util/error.h"
+
+namespace llms::sched {
+
+namespace {
+
+struct OrderKey {
+  int64_t priority = 0;  // 0 for every sequence under kFcfs
+  uint64_t arrival = 0;
+  uint64_t order = 0;  // unique
+  int64_t seq_id = 0;  // not compared: carried so a set walk yields ids
+
+  friend bool operator<(const OrderKey& a, const OrderKey& b) {
+    if (a.priority != b.priority) return a.priority < b.priority;
+    if (a.arrival != b.arrival) return a.arrival < b.arrival;
+    return a.order < b.order;
+  }
+};
+
+struct Sequence {
+  std::vector<int32_t> tokens;
+  int32_t n_prompt = 0;
+  int32_t max_new_tokens = 0;
+  int32_t priority = 0;
+  uint64_t extra_key = 0;
+  OrderKey key;
+  int32_t n_computed = 0;
+  int32_t n_cached_prefix = 0;
+  int32_t n_preemptions = 0;
+  bool is_running = false;
+};
+
+[[noreturn]] void fail(Error::Kind kind, const std::string& message) {
+  throw Error(kind, "scheduler: " + message);
+}
+
+std::string id_str(int64_t seq_id) { return "sequence " + std::to_string(seq_id); }
+
+}  // namespace
+
+struct Scheduler::State {
+  std::unordered_map<int64_t, Sequence> seqs;
+  std::set<OrderKey> running;
+  std::set<OrderKey> waiting;
+  uint64_t n_arrivals = 0;
+  uint64_t n_orders = 0;
+  int64_t n_preemptions_total = 0;
+
+  Sequence& get(int64_t seq_id) {
+    auto it = seqs.find(seq_id);
+    if (it == seqs.end()) fail(Error::Kind::kNotFound, id_str(seq_id) + " is unknown");
+    return it->second;
+  }
+  const Sequence& get(int64_t seq_id) const {
+    auto it = seqs.find(seq_id);
+    if (it == seqs.end()) fail(Error::Kind::kNotFound, id_str(seq_id) + " is unknown");
+    return it->second;
+  }
+};
+
+Scheduler::Scheduler(SchedulerConfig config, kv::KvCacheManager& kv)
+    : config_(config), kv_(kv), state_(std::make_shared<State>()) {
+  if (config_.max_num_batched_tokens < 1) {
+    fail(Error::Kind::kInvalidArgument, "max_num_batched_tokens must be >= 1, got " +
+                                            std::to_string(config_.max_num_batched_tokens));
+  }
+  if (config_.max_num_seqs < 1) {
+    fail(Error::Kind::kInvalidArgument,
+         "max_num_seqs must be >= 1, got " + std::to_string(config_.max_num_seqs));
+  }
+  if (config_.max_model_len < 1 || config_.max_model_len > std::numeric_limits<int32_t>::max()) {
+    fail(Error::Kind::kInvalidArgument,
+         "max_model_len must be in [1, 2^31), got " + std::to_string(config_.max_model_len));
+  }
+  if (config_.long_prefill_token_threshold < 0) {
+    fail(Error::Kind::kInvalidArgument, "long_prefill_token_threshold must be >= 0, got " +
+                                            std::to_string(config_.long_prefill_token_threshold));
+  }
+}
+
+void Scheduler::add(int64_t seq_id, std::vector<int32_t> prompt, int32_t max_new_tokens,
+                    int32_t priority, uint64_t extra_key) {
+  State& st = *state_;
+  if (st.seqs.count(seq_id) != 0) {
+    fail(Error::Kind::kInvalidArgument, id_str(seq_id) + " already exists");
+  }
+  if (prompt.empty()) fail(Error::Kind::kInvalidArgument, id_str(seq_id) + ": the prompt is empty");
+  if (max_new_tokens < 0) {
+    fail(Error::Kind::kInvalidArgument,
+         id_str(seq_id) + ": max_new_tokens must be >= 0, got " + std::to_string(max_new_tokens));
+  }
+  // Both terms are below 2^63 (a vector size and an int32), so the sum cannot overflow.
+  const int64_t n_prompt = static_cast<int64_t>(prompt.size());
+  const int64_t n_total = n_prompt + max_new_tokens;
+  if (n_total > config_.max_model_len) {
+    fail(Error::Kind::kInvalidArgument,
+         id_str(seq_id) + ": prompt (" + std::to_string(n_prompt) + " tokens) + max_new_tokens (" +
+             std::to_string(max_new_tokens) + ") = " + std::to_string(n_total) +
+             " exceeds max_model_len " + std::to_string(config_.max_model_len));
+  }
+  const int32_t n_blocks_needed = kv_.blocks_for(n_total);
+  if (n_blocks_needed > kv_.n_blocks()) {
+    fail(Error::Kind::kInvalidArgument,
+         id_str(seq_id) + ": prompt (" + std::to_string(n_prompt) + " tokens) + max_new_tokens (" +
+             std::to_string(max_new_tokens) + ") = " + std::to_string(n_total) + " tokens need " +
+             std::to_string(n_blocks_needed) + " KV blocks but the pool has " +
+             std::to_string(kv_.n_blocks()));
+  }
+  Sequence s;
+  s.tokens = std::move(prompt);
+  s.n_prompt = static_cast<int32_t>(n_prompt);  // <= max_model_len < 2^31
+  s.max_new_tokens = max_new_tokens;
+  s.priority = priority;
+  s.extra_key = extra_key;
+  s.key.priority = config_.policy == Policy::kPriority ? priority : 0;
+  s.key.arrival = st.n_arrivals++;
+  s.key.order = st.n_orders++;
+  s.key.seq_id = seq_id;
+  st.waiting.insert(s.key);
+  st.seqs.emplace(seq_id, std::move(s));
+}
+
+void Scheduler::fork(int64_t parent, int64_t child) {
+  State& st = *state_;
+  const Sequence& p = st.get(parent);
+  if (!p.is_running)
+    fail(Error::Kind::kInvalidArgument, "fork: parent " + id_str(parent) + " is not running");
+  if (p.n_computed != static_cast<int32_t>(p.tokens.size())) {
+    fail(Error::Kind::kInvalidArgument,
+         "fork: parent " + id_str(parent) + " has computed " + std::to_string(p.n_computed) +
+             " of its " + std::to_string(p.tokens.size()) + " tokens; fork needs all of them");
+  }
+  if (st.seqs.count(child) != 0) {
+    fail(Error::Kind::kInvalidArgument, "fork: child " + id_str(child) + " already exists");
+  }
+  Sequence c;
+  c.tokens = p.tokens;
+  c.n_prompt = p.n_prompt;
+  c.max_new_tokens = p.max_new_tokens;
+  c.priority = p.priority;
+  c.extra_key = p.extra_key;
+  c.key = p.key;
+  c.key.order = st.n_orders++;
+  c.key.seq_id = child;
+  c.n_computed = p.n_computed;
+  c.n_cached_prefix = p.n_cached_prefix;
+  c.is_running = true;
+  kv_.fork(parent, child);
+  st.running.insert(c.key);
+  st.seqs.emplace(child, std::move(c));
+}
+
+SchedulerOutput Scheduler::schedule() {
+  State& st = *state_;
+  SchedulerOutput out;
+  int32_t budget = config_.max_num_batched_tokens;
+  std::unordered_set<int64_t> scheduled;
+  std::unordered_set<int64_t> preempted_now;
+  bool running_were_short = false;  // a running sequence preempted another (or itself)
+
+  const auto chunk_for = [&](const Sequence& s) {
+    int32_t n = static_cast<int32_t>(s.tokens.size()) - s.n_computed;
+    n = std::min(n, budget);
+    if (config_.long_prefill_token_threshold > 0)
+      n = std::min(n, config_.long_prefill_token_threshold);
+    return n;
+  };
+  const auto preempt = [&](Sequence& s) {
+    kv_.free(s.key.seq_id);
+    s.n_computed = 0;
+    s.n_cached_prefix = 0;
+    s.is_running = false;
+    ++s.n_preemptions;
+    ++st.n_preemptions_total;
+    st.running.erase(s.key);
+    st.waiting.insert(s.key);
+    out.preempted.push_back(s.key.seq_id);
+    preempted_now.insert(s.key.seq_id);
+  };
+  // The last running sequence in policy order that this step has not scheduled and that
+  // `eligible` accepts; nullptr when there is none.
+  const auto pick_victim = [&](auto eligible) -> Sequence* {
+    for (auto it = st.running.rbegin(); it != st.running.rend(); ++it) {
+      if (scheduled.count(it->seq_id) != 0) continue;
+      Sequence& v = st.seqs.at(it->seq_id);
+      if (eligible(v)) return &v;
+    }
+    return nullptr;
+  };
+  const auto emit = [&](Sequence& s, int32_t n_new) {
+    ScheduledSequence ss;
+    ss.seq_id = s.key.seq_id;
+    ss.n_computed_before = s.n_computed;
+    ss.n_new = n_new;
+    ss.samples = s.n_computed + n_new == static_cast<int32_t>(s.tokens.size());
+    out.scheduled.push_back(ss);
+    out.n_tokens += n_new;
+    budget -= n_new;
+    scheduled.insert(s.key.seq_id);
+  };
+  const auto n_scheduled = [&] { return static_cast<int32_t>(out.scheduled.size()); };
+
+  // 1. Running sequences, in policy order. Walk a snapshot: preemption edits the set.
+  const std::vector<OrderKey> running_now(st.running.begin(), st.running.end());
+  for (const OrderKey& key : running_now) {
+    if (budget <= 0 || n_scheduled() >= config_.max_num_seqs) break;
+    Sequence& s = st.seqs.at(key.seq_id);
+    if (!s.is_running) continue;  // preempted earlier in this step
+    const int32_t n_new = chunk_for(s);
+    if (n_new <= 0) continue;  // waiting for the engine to append its sampled token
+    for (;;) {
+      if (kv_.allocate(key.seq_id, s.n_computed, int64_t{s.n_computed} + n_new, out.copies)) {
+        emit(s, n_new);
+        break;
+      }
+      // `s` itself is running and unscheduled, so a victim always exists.
+      Sequence* victim = pick_victim([](const Sequence&) { return true; });
+      preempt(*victim);
+      running_were_short = true;
+      if (victim == &s) break;
+    }
+  }
+
+  // 2. Waiting sequences, in policy order (none if the running ones were short of blocks).
+  while (!running_were_short && budget > 0 && !st.waiting.empty() &&
+         static_cast<int32_t>(st.running.size()) < config_.max_num_seqs) {
+    const OrderKey key = *st.waiting.begin();
+    Sequence& s = st.seqs.at(key.seq_id);
+    if (preempted_now.count(key.seq_id) != 0) break;  // freed this step: not back this step
+    const int32_t cached = kv_.add_sequence(key.seq_id, s.tokens, s.extra_key);
+    s.n_computed = cached;
+    const int32_t n_new = chunk_for(s);
+    if (n_new <= 0) {  // add_sequence() promises to leave at least one token to compute
+      fail(Error::Kind::kInternal, "kv cache returned " + std::to_string(cached) +
+                                       " cached tokens for " + id_str(key.seq_id) + " of " +
+                                       std::to_string(s.tokens.size()) + " tokens");
+    }
+    bool admitted = false;
+    for (;;) {
+      if (kv_.allocate(key.seq_id, s.n_computed, int64_t{s.n_computed} + n_new, out.copies)) {
+        admitted = true;
+        break;
+      }
+      if (config_.policy != Policy::kPriority) break;
+      Sequence* victim = pick_victim([&](const Sequence& v) { return v.priority > s.priority; });
+      if (victim == nullptr) break;
+      preempt(*victim);
+    }
+    if (!admitted) {
+      kv_.free(key.seq_id);
+      s.n_computed = 0;
+      break;
+    }
+    s.n_cached_prefix = cached;
+    s.is_running = true;
+    st.waiting.erase(key);
+    st.running.insert(key);
+    emit(s, n_new);
+  }
+  return out;
+}
+
+void Scheduler::on_step_done(const SchedulerOutput& output) {
+  State& st = *state_;
+  for (const ScheduledSequence& ss : output.scheduled) {
+    auto it = st.seqs.find(ss.seq_id);
+    if (it == st.seqs.end()) continue;  // removed (aborted) while the step ran
+    Sequence& s = it->second;
+    if (!s.is_running || s.n_computed != ss.n_computed_before) {
+      fail(Error::Kind::kInternal, "on_step_done: " + id_str(ss.seq_id) +
+                                       " is not in the state this step was scheduled from "
+                                       "(n_computed " +
+                                       std::to_string(s.n_computed) + ", step expected " +
+                                       std::to_string(ss.n_computed_before) + ")");
+    }
+    s.n_computed += ss.n_new;
+    kv_.commit(ss.seq_id, s.tokens, s.n_computed);
+  }
+}
+
+void Scheduler::append_token(int64_t seq_id, int32_t token) {
+  Sequence& s = state_->get(seq_id);
+  if (!s.is_running) {
+    fail(Error::Kind::kInvalidArgument, "append_token: " + id_str(seq_id) + " is not running");
+  }
+  // add() checked the pool against prompt + max_new_tokens; growing past that could make the
+  // sequence unable to fit even alone, so it is a caller bug.
+  if (static_cast<int64_t>(s.tokens.size()) - s.n_prompt >= s.max_new_tokens) {
+    fail(Error::Kind::kInvalidArgument, "append_token: " + id_str(seq_id) +
+                                            " already has its max_new_tokens (" +
+                                            std::to_string(s.max_new_tokens) + ") output tokens");
+  }
+  s.tokens.push_back(token);
+}
+
+void Scheduler::remove(int64_t seq_id) {
+  State& st = *state_;
+  auto it = st.seqs.find(seq_id);
+  if (it == st.seqs.end()) return;
+  if (it->second.is_running) {
+    kv_.free(seq_id);
+    st.running.erase(it->second.key);
+  } else {
+    st.waiting.erase(it->second.key);
+  }
+  st.seqs.erase(it);
+}
+
+bool Scheduler::has_sequence(int64_t seq_id) const { return state_->seqs.count(seq_id) != 0; }
+
+std::span<const int32_t> Scheduler::tokens(int64_t seq_id) const {
+  return state_->get(seq_id).tokens;
+}
+
+SequenceInfo Scheduler::info(int64_t seq_id) const {
+  const Sequence& s = state_->get(seq_id);
+  SequenceInfo i;
+  i.n_prompt = s.n_prompt;
+  i.n_computed = s.n_computed;
+  i.n_cached_prefix = s.n_cached_prefix;
+  i.n_preemptions = s.n_preemptions;
+  i.is_running = s.is_running;
+  return i;
+}
+
+int32_t Scheduler::n_running() const { return static_cast<int32_t>(state_->running.size()); }
+int32_t Scheduler::n_waiting() const { return static_cast<int32_t>(state_->waiting.size()); }
+int64_t Scheduler::n_preemptions_total() const { return state_->n_preemptions_total; }
+
+}  // namespace llms::sched
