@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -21,6 +22,8 @@ namespace llms::kernels {
 namespace {
 
 using detail::ActKind;
+using detail::ActQ8Kx8;
+using detail::ActQ8x8;
 using detail::Kernel;
 using gguf::GgmlType;
 
@@ -41,13 +44,65 @@ const Kernel* find_kernel(GgmlType type, Isa isa) {
 
 size_t round_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
+// Activation rows [8 * g, 8 * g + 8) of `rows` (ActQ8 rows, row_stride bytes apart; rows at or
+// past m read as zeros) interleaved into n_blocks ActQ8x8 blocks at out.
+void interleave_group(const uint8_t* rows, size_t row_stride, int64_t g, int64_t m,
+                      int64_t n_blocks, ActQ8x8* out) {
+  const int64_t n = std::min<int64_t>(8, m - 8 * g);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    ActQ8x8& o = out[b];
+    for (int64_t i = 0; i < 8; ++i) {
+      if (i >= n) {
+        o.d[i] = 0.0f;
+        o.sum[i] = 0;
+        for (int j = 0; j < 8; ++j) std::memset(&o.qs[j][4 * i], 0, 4);
+        continue;
+      }
+      const auto* src =
+          reinterpret_cast<const ActQ8*>(rows + static_cast<size_t>(8 * g + i) * row_stride) + b;
+      o.d[i] = src->d;
+      o.sum[i] = src->sum;
+      for (int j = 0; j < 8; ++j) std::memcpy(&o.qs[j][4 * i], src->qs + 4 * j, 4);
+    }
+  }
+}
+
+// The same for ActQ8K rows into n_blocks ActQ8Kx8 blocks.
+void interleave_group_k(const uint8_t* rows, size_t row_stride, int64_t g, int64_t m,
+                        int64_t n_blocks, ActQ8Kx8* out) {
+  const int64_t n = std::min<int64_t>(8, m - 8 * g);
+  constexpr int kGroups = quant::kQK_K / 4;
+  constexpr int kPairs = quant::kQK_K / 32;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    ActQ8Kx8& o = out[b];
+    for (int64_t i = 0; i < 8; ++i) {
+      if (i >= n) {
+        o.d[i] = 0.0f;
+        for (int p = 0; p < kPairs; ++p) o.bsums[p][2 * i] = o.bsums[p][2 * i + 1] = 0;
+        for (int j = 0; j < kGroups; ++j) std::memset(&o.qs[j][4 * i], 0, 4);
+        continue;
+      }
+      const auto* src =
+          reinterpret_cast<const ActQ8K*>(rows + static_cast<size_t>(8 * g + i) * row_stride) + b;
+      o.d[i] = src->d;
+      for (int p = 0; p < kPairs; ++p) {
+        o.bsums[p][2 * i] = src->bsums[2 * p];
+        o.bsums[p][2 * i + 1] = src->bsums[2 * p + 1];
+      }
+      for (int j = 0; j < kGroups; ++j) std::memcpy(&o.qs[j][4 * i], src->qs + 4 * j, 4);
+    }
+  }
+}
+
 // Bytes of one quantized activation row, padded to the alignment.
 size_t act_row_bytes(ActKind act, int64_t n_cols) {
   const auto n = static_cast<size_t>(n_cols);
   switch (act) {
     case ActKind::kQ8:
+    case ActKind::kQ8x8:
       return round_up((n + quant::kQK - 1) / quant::kQK * sizeof(ActQ8));
     case ActKind::kQ8K:
+    case ActKind::kQ8Kx8:
       return round_up((n + quant::kQK_K - 1) / quant::kQK_K * sizeof(ActQ8K));
     case ActKind::kF32:
       return 0;
@@ -113,7 +168,8 @@ void MatmulScratch::reserve(int64_t max_m, int64_t max_cols) {
   }
   const size_t row =
       std::max(act_row_bytes(ActKind::kQ8, max_cols), act_row_bytes(ActKind::kQ8K, max_cols));
-  const auto bytes = checked_mul(row, static_cast<uint64_t>(max_m));
+  // The rows, then (GEMM of kQ8x8 / kQ8Kx8 kernels) their interleaved copy in whole groups of 8.
+  const auto bytes = checked_mul(row, static_cast<uint64_t>(max_m + (max_m + 7) / 8 * 8));
   if (!bytes) invalid("scratch reserve overflows");
   ensure(static_cast<size_t>(*bytes));
 }
@@ -148,24 +204,53 @@ void matmul(const QuantMatrix& w, const float* x, int64_t m, int64_t x_stride, f
   size_t a_stride = static_cast<size_t>(x_stride) * sizeof(float);
   if (kernel.act != ActKind::kF32) {
     a_stride = act_row_bytes(kernel.act, w.n_cols);
-    auto* buffer = static_cast<uint8_t*>(scratch.ensure(a_stride * static_cast<size_t>(m)));
+    const bool is_k = kernel.act == ActKind::kQ8K || kernel.act == ActKind::kQ8Kx8;
+    const bool is_interleaved =
+        (kernel.act == ActKind::kQ8x8 || kernel.act == ActKind::kQ8Kx8) && m > 1;
+    const int64_t n_groups = (m + 7) / 8;
+    const size_t rows_bytes = a_stride * static_cast<size_t>(m);
+    const size_t bytes =
+        rows_bytes + (is_interleaved ? a_stride * static_cast<size_t>(8 * n_groups) : 0);
+    auto* buffer = static_cast<uint8_t*>(scratch.ensure(bytes));
     a = buffer;
-    const bool is_q8 = kernel.act == ActKind::kQ8;
     auto quantize_rows = [&](int64_t begin, int64_t end, int) {
       for (int64_t i = begin; i < end; ++i) {
         uint8_t* row = buffer + static_cast<size_t>(i) * a_stride;
         const float* xi = x + i * x_stride;
-        if (is_q8) {
+        if (!is_k) {
           quantize_act_q8(xi, w.n_cols, reinterpret_cast<ActQ8*>(row), isa);
         } else {
           quantize_act_q8k(xi, w.n_cols, reinterpret_cast<ActQ8K*>(row), isa);
         }
       }
     };
-    if (m >= 2 * pool.size() && m * w.n_cols >= (1 << 16)) {
+    const bool is_parallel = m >= 2 * pool.size() && m * w.n_cols >= (1 << 16);
+    if (is_parallel) {
       pool.parallel_for(m, quantize_rows);
     } else {
       quantize_rows(0, m, 0);
+    }
+    if (is_interleaved) {
+      const int64_t n_blocks = w.n_cols / (is_k ? quant::kQK_K : quant::kQK);
+      uint8_t* groups = buffer + rows_bytes;
+      const size_t block_bytes = is_k ? sizeof(ActQ8K) : sizeof(ActQ8);
+      auto interleave = [&](int64_t begin, int64_t end, int) {
+        for (int64_t g = begin; g < end; ++g) {
+          uint8_t* out = groups + static_cast<size_t>(g * n_blocks) * 8 * block_bytes;
+          if (is_k) {
+            interleave_group_k(buffer, a_stride, g, m, n_blocks, reinterpret_cast<ActQ8Kx8*>(out));
+          } else {
+            interleave_group(buffer, a_stride, g, m, n_blocks, reinterpret_cast<ActQ8x8*>(out));
+          }
+        }
+      };
+      if (is_parallel) {
+        pool.parallel_for(n_groups, interleave);
+      } else {
+        interleave(0, n_groups, 0);
+      }
+      a = groups;
+      a_stride = static_cast<size_t>(n_blocks) * block_bytes;
     }
   }
 

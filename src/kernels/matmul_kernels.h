@@ -10,7 +10,13 @@
 // same one, so switching ISA never changes what the activations are rounded to):
 //   kF32  - the caller's f32 rows (F32/F16/BF16 weights);
 //   kQ8   - ActQ8 blocks of 32 (legacy formats), see kernels/act_quant.h;
-//   kQ8K  - ActQ8K = quant::BlockQ8_K blocks of 256 (K-quants).
+//   kQ8K  - ActQ8K = quant::BlockQ8_K blocks of 256 (K-quants);
+//   kQ8x8 - ActQ8 rows for the GEMV, and for the GEMM the same bytes interleaved by groups of 8
+//           rows (ActQ8x8 below): Tile::a is then the group of activation row 0 (a multiple of
+//           8), Tile::a_stride = n_blocks * sizeof(ActQ8), so group g starts 8 * g * a_stride
+//           bytes on; rows past the matrix's m are zero (d = 0) and their outputs are not written.
+//   kQ8Kx8 - the same for ActQ8K: ActQ8K rows for the GEMV, ActQ8Kx8 groups for the GEMM
+//           (a_stride = n_blocks * sizeof(ActQ8K)).
 #pragma once
 
 #include <cstddef>
@@ -21,7 +27,28 @@
 
 namespace llms::kernels::detail {
 
-enum class ActKind { kF32, kQ8, kQ8K };
+enum class ActKind { kF32, kQ8, kQ8K, kQ8x8, kQ8Kx8 };
+
+// One block of 32 columns of 8 activation rows: qs[j][4 * i + t] = row i's q[4 * j + t], d and
+// sum as in ActQ8. Same bytes per row as ActQ8, 64-byte aligned in the scratch.
+struct alignas(32) ActQ8x8 {
+  int8_t qs[8][32];
+  float d[8];
+  int32_t sum[8];
+};
+static_assert(sizeof(ActQ8x8) == 8 * sizeof(ActQ8));
+
+// One super-block (256 columns) of 8 ActQ8K rows: qs[j][4 * i + t] = row i's q[4 * j + t];
+// bsums[p][2 * i + h] = row i's bsums[2 * p + h], so one vpmaddwd of bsums[p] against a
+// broadcast pair of sub-block scales gives the 8 rows' scaled sums of sub-blocks 2p and 2p+1.
+// Same bytes per row as ActQ8K; 32-byte aligned when the first one is.
+struct ActQ8Kx8 {
+  int8_t qs[quant::kQK_K / 4][32];
+  float d[8];
+  int16_t bsums[quant::kQK_K / 32][16];
+};
+static_assert(sizeof(ActQ8Kx8) == 8 * sizeof(ActQ8K));
+static_assert(sizeof(ActQ8Kx8) % 32 == 0);
 
 struct Tile {
   const uint8_t* w;  // weight row 0 of the tile
@@ -52,6 +79,7 @@ const Kernel* find_kernel_avx2(gguf::GgmlType type);
 const Kernel* find_kernel_avx512(gguf::GgmlType type);
 
 // Per-family tables behind find_kernel_avx2 / find_kernel_avx512.
+const Kernel* find_q8x8_avx2(gguf::GgmlType type);
 const Kernel* find_legacy_avx2(gguf::GgmlType type);
 const Kernel* find_kquant_avx2(gguf::GgmlType type);
 const Kernel* find_float_avx2(gguf::GgmlType type);

@@ -8,7 +8,11 @@
 // super-block. The min term (Q4_K/Q5_K: dmin * sum_j m_j * B_j) and Q6_K's -32 offset
 // (32 * sum_k sc_k * B_k) come from the activation's bsums. Per pair and super-block the
 // integers are then scaled in f32, in the same order in every tile shape.
+//
+// Q6_K's GEMM has its own tile (q6k_gemm_tile, 1 weight row x 32 activation rows against
+// interleaved ActQ8Kx8 groups, no horizontal sums), with the same integers and final fma.
 #include <cmath>
+#include <cstring>
 
 #include "matmul_kernels.h"
 #include "simd_avx2.h"
@@ -38,6 +42,13 @@ inline ScaleMin unpack_scale_min(const uint8_t* packed) {
   std::memcpy(out.scale, words, 8);
   std::memcpy(out.min, words + 2, 8);
   return out;
+}
+
+// The 4 bytes at p broadcast to all 8 lanes.
+inline __m256i broadcast_u32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
 }
 
 // Sums of the activation over each 32-group: bsums[2j] + bsums[2j+1], as 8 int16.
@@ -78,12 +89,12 @@ struct Q45K {
     *q = v;
     *scale = _mm256_set1_epi16(p.sm.scale[g]);
   }
-  static float finish(const Prep& p, const ActQ8K& a, __m256i isum) {
+  static float accumulate(const Prep& p, const ActQ8K& a, __m256i isum, float acc) {
     const int sumi = hsum_i32(isum);
     const int summ = hsum_i32(_mm_madd_epi16(p.mins, act_group_sums(a)));
     // Explicit fma: left to itself the compiler contracts differently per tile shape.
-    return std::fma(p.d * a.d, static_cast<float>(sumi),
-                    -(p.dmin * a.d) * static_cast<float>(summ));
+    return acc + std::fma(p.d * a.d, static_cast<float>(sumi),
+                          -(p.dmin * a.d) * static_cast<float>(summ));
   }
 };
 
@@ -117,11 +128,12 @@ struct Q6K {
         _mm_shuffle_epi8(p.scales, _mm_add_epi8(pick, _mm_set1_epi8(static_cast<char>(2 * g))));
     *scale = _mm256_cvtepi8_epi16(two);
   }
-  static float finish(const Prep& p, const ActQ8K& a, __m256i isum) {
+  static float accumulate(const Prep& p, const ActQ8K& a, __m256i isum, float acc) {
     // sum_k sc_k * (q - 32) * y = sum_k sc_k * q * y - 32 * sum_k sc_k * bsums_k
     const __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(p.scales), loadu256(a.bsums));
     const int sumi = hsum_i32(_mm256_sub_epi32(isum, _mm256_slli_epi32(offset, 5)));
-    return p.d * a.d * static_cast<float>(sumi);
+    // Explicit fma, the same operation as q6k_gemm_tile's vfmadd (GEMM row == GEMV).
+    return std::fma(p.d * a.d, static_cast<float>(sumi), acc);
   }
 };
 
@@ -155,7 +167,8 @@ void tile(const Tile& t) {
       }
     }
     for (int r = 0; r < R; ++r) {
-      for (int i = 0; i < C; ++i) out[r][i] += F::finish(prep[r], *act[i], isum[r][i]);
+      for (int i = 0; i < C; ++i)
+        out[r][i] = F::accumulate(prep[r], *act[i], isum[r][i], out[r][i]);
     }
   }
   for (int i = 0; i < C; ++i) {
@@ -166,6 +179,126 @@ void tile(const Tile& t) {
 constexpr int kGemvRows = 2;
 constexpr int kGemmRows = 2;
 constexpr int kGemmCols = 3;
+
+// ---- Q6_K GEMM against interleaved activations (ActQ8Kx8) ----
+//
+// Tile: R weight rows x NG groups of 8 activation rows. Per super-block each weight row is
+// unpacked once to 256 unsigned bytes (0..63) on the stack, with its 16 sub-block scales as
+// broadcast int16 vectors. Per group of 8 activation rows and sub-block k (16 values = 4-byte
+// groups 4k..4k+3): one vpmaddubsw per 4-byte group multiplies the broadcast weight bytes with
+// the same 4 positions of the 8 rows (lanes = rows); two such results are summed in int16
+// (2 * 2 * 63 * 128 < 2^15), then vpmaddwd by sc_k gives int32. The -32 offset is
+// 32 * sum_k sc_k * bsums_k, 8 vpmaddwd on interleaved bsum pairs. The integer per (row,
+// activation row, super-block) is the GEMV's exactly, and the f32 step is the same fma.
+constexpr int kQ6GemmRows = 1;
+constexpr int kQ6GemmGroups = 4;
+
+template <int R, int NG>
+void q6k_gemm_tile(const Tile& t) {
+  const int64_t n_blocks = t.n_cols / quant::kQK_K;
+  const size_t group_stride = 8 * t.a_stride;
+  __m256 acc[R][NG];
+  for (int r = 0; r < R; ++r) {
+    for (int g = 0; g < NG; ++g) acc[r][g] = _mm256_setzero_ps();
+  }
+  alignas(32) uint8_t w[R][quant::kQK_K];
+  alignas(32) int16_t sc[R][16][16];      // sc[r][k] = sub-block k's scale in all 16 lanes
+  alignas(32) int16_t sc_pair[R][8][16];  // (sc[2p], sc[2p+1]) repeated
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    __m256 dw[R];
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* block = t.w + r * t.w_stride + b * Q6K::kBytes;
+      Q6K::Prep prep;
+      Q6K::prepare(block, &prep);
+      for (int g = 0; g < 8; ++g) {
+        __m256i q;
+        __m256i unused;
+        Q6K::group(prep, g, &q, &unused);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(w[r] + 32 * g), q);
+      }
+      const auto* scales = reinterpret_cast<const int8_t*>(block + 192);
+      for (int k = 0; k < 16; ++k) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(sc[r][k]), _mm256_set1_epi16(scales[k]));
+      }
+      for (int p = 0; p < 8; ++p) {
+        const auto lo = static_cast<uint16_t>(static_cast<int16_t>(scales[2 * p]));
+        const auto hi = static_cast<uint16_t>(static_cast<int16_t>(scales[2 * p + 1]));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(sc_pair[r][p]),
+                           _mm256_set1_epi32(static_cast<int32_t>(lo | (uint32_t{hi} << 16))));
+      }
+      dw[r] = _mm256_set1_ps(prep.d);
+    }
+    const ActQ8Kx8* a[NG];
+    __m256i isum[R][NG];
+    for (int g = 0; g < NG; ++g) {
+      a[g] = reinterpret_cast<const ActQ8Kx8*>(t.a + g * group_stride) + b;
+      for (int r = 0; r < R; ++r) isum[r][g] = _mm256_setzero_si256();
+    }
+    for (int k = 0; k < 16; ++k) {
+      __m256i wb[R][4];
+      __m256i scale[R];
+      for (int r = 0; r < R; ++r) {
+        for (int u = 0; u < 4; ++u) wb[r][u] = broadcast_u32(w[r] + 16 * k + 4 * u);
+        scale[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc[r][k]));
+      }
+      for (int g = 0; g < NG; ++g) {
+        const __m256i* ag = reinterpret_cast<const __m256i*>(a[g]->qs[4 * k]);
+        const __m256i a0 = _mm256_load_si256(ag);
+        const __m256i a1 = _mm256_load_si256(ag + 1);
+        const __m256i a2 = _mm256_load_si256(ag + 2);
+        const __m256i a3 = _mm256_load_si256(ag + 3);
+        for (int r = 0; r < R; ++r) {
+          const __m256i s0 = _mm256_add_epi16(_mm256_maddubs_epi16(wb[r][0], a0),
+                                              _mm256_maddubs_epi16(wb[r][1], a1));
+          const __m256i s1 = _mm256_add_epi16(_mm256_maddubs_epi16(wb[r][2], a2),
+                                              _mm256_maddubs_epi16(wb[r][3], a3));
+          isum[r][g] = _mm256_add_epi32(
+              isum[r][g],
+              _mm256_add_epi32(_mm256_madd_epi16(s0, scale[r]), _mm256_madd_epi16(s1, scale[r])));
+        }
+      }
+    }
+    for (int g = 0; g < NG; ++g) {
+      __m256i offset[R];
+      for (int r = 0; r < R; ++r) offset[r] = _mm256_setzero_si256();
+      for (int p = 0; p < 8; ++p) {
+        const __m256i bs = _mm256_load_si256(reinterpret_cast<const __m256i*>(a[g]->bsums[p]));
+        for (int r = 0; r < R; ++r) {
+          offset[r] = _mm256_add_epi32(
+              offset[r],
+              _mm256_madd_epi16(
+                  bs, _mm256_load_si256(reinterpret_cast<const __m256i*>(sc_pair[r][p]))));
+        }
+      }
+      const __m256 da = _mm256_load_ps(a[g]->d);
+      for (int r = 0; r < R; ++r) {
+        const __m256i sumi = _mm256_sub_epi32(isum[r][g], _mm256_slli_epi32(offset[r], 5));
+        acc[r][g] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], da), _mm256_cvtepi32_ps(sumi), acc[r][g]);
+      }
+    }
+  }
+  for (int g = 0; g < NG; ++g) {
+    const int n = t.n_a - 8 * g < 8 ? t.n_a - 8 * g : 8;
+    for (int r = 0; r < R; ++r) {
+      alignas(32) float out[8];
+      _mm256_store_ps(out, acc[r][g]);
+      for (int i = 0; i < n; ++i) t.y[(8 * g + i) * t.y_stride + r] = out[i];
+    }
+  }
+}
+
+template <int R, int NG>
+void q6k_gemm_dispatch(const Tile& t) {
+  if constexpr (R > 1) {
+    if (t.n_w < R) return q6k_gemm_dispatch<R - 1, NG>(t);
+  }
+  if constexpr (NG > 1) {
+    if (t.n_a <= 8 * (NG - 1)) return q6k_gemm_dispatch<R, NG - 1>(t);
+  }
+  q6k_gemm_tile<R, NG>(t);
+}
+
+void q6k_gemm(const Tile& t) { q6k_gemm_dispatch<kQ6GemmRows, kQ6GemmGroups>(t); }
 
 template <class F, int kRows, int kCols>
 void dispatch(const Tile& t) {
@@ -195,7 +328,8 @@ constexpr Kernel make() {
 
 constexpr Kernel kQ4_K = make<Q45K<false>>();
 constexpr Kernel kQ5_K = make<Q45K<true>>();
-constexpr Kernel kQ6_K = make<Q6K>();
+constexpr Kernel kQ6_K{ActKind::kQ8Kx8,   kGemvRows,  kQ6GemmRows,
+                       8 * kQ6GemmGroups, &gemv<Q6K>, &q6k_gemm};
 
 }  // namespace
 

@@ -1,12 +1,12 @@
-// kernels/matmul_legacy_avx2: AVX2 tiles for the 32-element formats Q4_0, Q4_1, Q5_0, Q5_1 and
-// Q8_0 against ActQ8 activations.
+// kernels/matmul_legacy_avx2: AVX2 tiles for the 32-element formats Q4_1 and Q5_1 against ActQ8
+// activations (Q4_0, Q5_0 and Q8_0 have their own tiles in matmul_q8x8_avx2.cpp; the signed
+// path below is kept for a signed format, none uses it now).
 //
-// Per (weight block, activation block): the 32 weights are unpacked once to bytes (signed
-// q - 8, q - 16 and Q8_0's q; unsigned 0..15 / 0..31 for Q4_1/Q5_1, whose min term uses the
-// activation sum) and reused for every activation row of the tile; the dot is vpmaddubsw +
-// vpmaddwd into 8 int32 lanes (exact), scaled by dw * da into f32 accumulators. Every (row, column)
-// pair goes through the same operations in any tile shape, so GEMM rows equal GEMV results bit for
-// bit.
+// Per (weight block, activation block): the 32 weights are unpacked once to bytes (a signed
+// format's signed q; unsigned 0..15 / 0..31 for Q4_1/Q5_1, whose min term uses the activation sum)
+// and reused for every activation row of the tile; the dot is vpmaddubsw + vpmaddwd into 8 int32
+// lanes (exact), scaled by dw * da into f32 accumulators. Every (row, column) pair goes through the
+// same operations in any tile shape, so GEMM rows equal GEMV results bit for bit.
 #include <cmath>
 
 #include "matmul_kernels.h"
@@ -17,30 +17,7 @@ namespace {
 
 using namespace avx2;
 
-// Format policies. Q4_0 and Q5_0 are unpacked straight to their signed values (q - 8,
-// q - 16), which costs one operation per weight block and saves subtracting the offset for
-// every activation row; they then take the signed path with Q8_0.
-struct Q4_0 {
-  static constexpr size_t kBytes = sizeof(quant::BlockQ4_0);
-  static constexpr bool kHasMin = false;
-  static constexpr bool kSigned = true;
-  static __m256i unpack(const uint8_t* b) {
-    return _mm256_sub_epi8(unpack_nibbles(b + 2), _mm256_set1_epi8(8));
-  }
-};
-
-struct Q5_0 {
-  static constexpr size_t kBytes = sizeof(quant::BlockQ5_0);
-  static constexpr bool kHasMin = false;
-  static constexpr bool kSigned = true;
-  // q - 16 = the low nibble where the fifth bit is set, else the nibble with 0xF0 on top.
-  static __m256i unpack(const uint8_t* b) {
-    const __m256i upper = _mm256_andnot_si256(bits_to_mask(load_u32(b + 2)),
-                                              _mm256_set1_epi8(static_cast<char>(0xF0)));
-    return _mm256_or_si256(unpack_nibbles(b + 6), upper);
-  }
-};
-
+// Format policies.
 struct Q4_1 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ4_1);
   static constexpr bool kHasMin = true;
@@ -55,13 +32,6 @@ struct Q5_1 {
   static __m256i unpack(const uint8_t* b) {
     return _mm256_or_si256(unpack_nibbles(b + 8), bits_to_0x10(load_u32(b + 4)));
   }
-};
-
-struct Q8_0 {
-  static constexpr size_t kBytes = sizeof(quant::BlockQ8_0);
-  static constexpr bool kHasMin = false;
-  static constexpr bool kSigned = true;
-  static __m256i unpack(const uint8_t* b) { return loadu256(b + 2); }
 };
 
 template <class F, int R, int C>
@@ -143,26 +113,17 @@ constexpr Kernel make() {
   return Kernel{ActKind::kQ8, kGemvRows, kGemmRows, kGemmCols, &gemv<F>, &gemm<F>};
 }
 
-constexpr Kernel kQ4_0 = make<Q4_0>();
 constexpr Kernel kQ4_1 = make<Q4_1>();
-constexpr Kernel kQ5_0 = make<Q5_0>();
 constexpr Kernel kQ5_1 = make<Q5_1>();
-constexpr Kernel kQ8_0 = make<Q8_0>();
 
 }  // namespace
 
 const Kernel* find_legacy_avx2(gguf::GgmlType type) {
   switch (type) {
-    case gguf::GgmlType::kQ4_0:
-      return &kQ4_0;
     case gguf::GgmlType::kQ4_1:
       return &kQ4_1;
-    case gguf::GgmlType::kQ5_0:
-      return &kQ5_0;
     case gguf::GgmlType::kQ5_1:
       return &kQ5_1;
-    case gguf::GgmlType::kQ8_0:
-      return &kQ8_0;
     default:
       return nullptr;
   }

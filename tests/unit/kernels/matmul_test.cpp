@@ -143,7 +143,7 @@ TEST_P(MatmulConformance, MatchesReferenceOnOddShapes) {
   for (int64_t n_rows : {1, 7, 33}) {
     auto rng = rng_for(static_cast<uint64_t>(tc.type) * 1000 + static_cast<uint64_t>(n_rows));
     const Weights w = make_weights(tc.type, n_rows, n_cols, n_rows == 7 ? 5 : 0, rng);
-    for (int64_t m : {1, 2, 3, 5, 8, 17}) {
+    for (int64_t m : {1, 2, 3, 5, 8, 17, 40}) {
       SCOPED_TRACE("n_rows " + std::to_string(n_rows) + ", m " + std::to_string(m));
       const int64_t x_stride = n_cols + (m % 2 == 1 ? 7 : 0);
       const std::vector<float> x = gaussian(rng, static_cast<size_t>(m * x_stride));
@@ -245,18 +245,52 @@ TEST_P(MatmulConformance, ThreadCountDoesNotChangeResults) {
   const int64_t n_rows = 37;
   auto rng = rng_for(static_cast<uint64_t>(tc.type) + 991);
   const Weights w = make_weights(tc.type, n_rows, n_cols, 0, rng);
-  const int64_t m = 9;
+  const int64_t m = 21;  // AVX2 Q4_0/Q5_0 GEMM tile of 32 rows: 2 full groups and a partial one
   const std::vector<float> x = gaussian(rng, static_cast<size_t>(m * n_cols));
   const std::vector<float> one = run_matmul(w.matrix, x, m, n_cols, isa, 1);
   for (int n_threads : {2, 3, 8}) {
     EXPECT_EQ(run_matmul(w.matrix, x, m, n_cols, isa, n_threads), one) << n_threads;
   }
   // Row i of a GEMM equals the GEMV of row i alone.
-  for (int64_t i : {0, 4, 8}) {
+  for (int64_t i : {0, 4, 8, 15, 16, 20}) {
     const std::vector<float> xi(x.begin() + i * n_cols, x.begin() + (i + 1) * n_cols);
     const std::vector<float> gemv = run_matmul(w.matrix, xi, 1, n_cols, isa, 2);
     const std::vector<float> row(one.begin() + i * n_rows, one.begin() + (i + 1) * n_rows);
     EXPECT_EQ(gemv, row) << "activation row " << i;
+  }
+}
+
+// Raw random blocks (full weight and scale ranges, large activations) through the GEMM tiles at
+// odd shapes: every row of the GEMM equals that activation row's GEMV bit for bit, and the GEMM
+// matches the scalar kernel. m = 45 spans a full 32-row tile (AVX2 Q4_0/Q5_0/Q6_K) plus partial
+// groups; n_rows = 13 leaves partial weight tiles (Q8_0's 4-row tile); 768 columns = 3 Q6_K
+// super-blocks, 24 blocks of 32.
+TEST_P(MatmulConformance, GemmRowsEqualGemvOnRandomBlocks) {
+  const auto [tc, isa] = GetParam();
+  LLMS_SKIP_UNLESS_ISA(isa);
+  const int64_t n_cols = 768;
+  const int64_t n_rows = 13;
+  auto rng = rng_for(static_cast<uint64_t>(tc.type) + 4242);
+  const size_t row_bytes = quant::quantized_row_bytes(tc.type, n_cols);
+  std::vector<uint8_t> bytes(row_bytes * n_rows);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    randomize_blocks(tc.type, bytes.data() + r * row_bytes, n_cols, rng);
+  }
+  const QuantMatrix w{tc.type, bytes.data(), n_rows, n_cols, row_bytes};
+  for (int64_t m : {2, 7, 45}) {
+    SCOPED_TRACE("m " + std::to_string(m));
+    const std::vector<float> x = gaussian(rng, static_cast<size_t>(m * n_cols), 30.0f);
+    const std::vector<float> gemm = run_matmul(w, x, m, n_cols, isa, 2);
+    if (isa != Isa::kScalar) {
+      const std::vector<float> scalar = run_matmul(w, x, m, n_cols, Isa::kScalar, 1);
+      EXPECT_LE(normalized_error(gemm, scalar), kSimdBound);
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      const std::vector<float> xi(x.begin() + i * n_cols, x.begin() + (i + 1) * n_cols);
+      const std::vector<float> gemv = run_matmul(w, xi, 1, n_cols, isa, 1);
+      const std::vector<float> row(gemm.begin() + i * n_rows, gemm.begin() + (i + 1) * n_rows);
+      ASSERT_EQ(gemv, row) << "activation row " << i;
+    }
   }
 }
 
