@@ -4,11 +4,13 @@
 // this class only holds the numbers. Per layer, blocks are laid out [block][kv_head][slot][dim],
 // so attention streams one head's keys contiguously and writing a token touches one slot per
 // head. Elements are f32 for now (a quantized cache will change the element type, not the
-// layout). Memory is allocated once, up front.
+// layout). Memory is reserved once, up front, and touched on first use.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "model/model_config.h"
@@ -21,14 +23,20 @@ class KvStorage {
 
   int32_t block_size() const { return block_size_; }
   int32_t n_blocks() const { return n_blocks_; }
-  size_t bytes() const { return (keys_.size() + values_.size()) * sizeof(float); }
+  size_t bytes() const { return (n_key_floats_ + n_value_floats_) * sizeof(float); }
+
+  // Copies every layer's keys and values of block `src` into block `dst` (copy-on-write).
+  void copy_block(int32_t src, int32_t dst);
+
+  // Bytes one block takes across all layers.
+  static size_t bytes_per_block(const ModelConfig& config, int32_t block_size);
 
   // Start of one head's block of keys/values: block_size rows of head_dim floats.
   float* key(size_t layer, int32_t block, uint64_t kv_head) {
-    return keys_.data() + offset(layer, block, kv_head, head_dim_k_);
+    return keys_.get() + offset(layer, block, kv_head, head_dim_k_);
   }
   float* value(size_t layer, int32_t block, uint64_t kv_head) {
-    return values_.data() + offset(layer, block, kv_head, head_dim_v_);
+    return values_.get() + offset(layer, block, kv_head, head_dim_v_);
   }
 
  private:
@@ -43,8 +51,15 @@ class KvStorage {
   uint64_t head_dim_v_;
   std::vector<uint64_t> n_kv_heads_;
   std::vector<size_t> layer_start_;  // in units of (slot x head) rows
-  std::vector<float> keys_;
-  std::vector<float> values_;
+  // calloc'ed: a large pool costs no time or resident memory until blocks are first written
+  // (the kernel hands out zero pages lazily), so sizing the pool generously is cheap.
+  struct FreeDeleter {
+    void operator()(float* p) const { std::free(p); }
+  };
+  size_t n_key_floats_ = 0;
+  size_t n_value_floats_ = 0;
+  std::unique_ptr<float[], FreeDeleter> keys_;
+  std::unique_ptr<float[], FreeDeleter> values_;
 };
 
 }  // namespace llms::model

@@ -1,0 +1,100 @@
+// engine/engine: the request lifecycle around one model, one KV pool and one scheduler.
+//
+// Contract: add_request() queues a request (validated and refused with llms::Error when it can
+// never run); step() runs one scheduler step (one forward pass over a mixed batch), samples for
+// every sequence that reached the end of its known tokens, applies stop rules (end-of-generation
+// tokens, stop token ids, stop strings held back and never streamed, max_tokens, end of the
+// context) and delivers RequestOutput events through the request's callback. abort() ends a
+// request in any state and frees its KV blocks at once. The n samples of a request prefill its
+// prompt once and then fork, sharing the prompt's blocks (copy-on-write).
+//
+// Threading: an Engine is used from one thread (the engine thread); it holds no locks.
+// Everything a step needs is allocated at construction or on the largest step seen.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/request.h"
+#include "gguf/gguf_file.h"
+#include "kv/kv_cache_manager.h"
+#include "sched/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace llms::engine {
+
+struct EngineConfig {
+  int32_t block_size = 16;
+  // KV pool size: n_kv_blocks when > 0, else kv_cache_memory bytes when > 0, else
+  // kv_memory_fraction of the memory available at start (capped at what max_num_seqs full-length
+  // sequences could use).
+  int32_t n_kv_blocks = 0;
+  int64_t kv_cache_memory = 0;
+  double kv_memory_fraction = 0.25;
+  bool enable_prefix_caching = true;
+  // max_model_len 0: the model's training context.
+  sched::SchedulerConfig scheduler;
+  int n_threads = 0;  // 0: one per physical core
+  // Check the KV invariants after every step (on in debug builds and tests).
+  bool check_invariants = false;
+};
+
+struct EngineStats {
+  int32_t n_running = 0;
+  int32_t n_waiting = 0;
+  double kv_usage = 0.0;  // fraction of blocks referenced
+  int64_t prefix_queries = 0;
+  int64_t prefix_hits = 0;
+  int64_t n_preemptions = 0;
+  int64_t prompt_tokens_total = 0;
+  int64_t generation_tokens_total = 0;
+  int64_t n_steps = 0;
+};
+
+struct KvPoolInfo {
+  int32_t n_blocks = 0;
+  int32_t block_size = 0;
+  int64_t bytes = 0;
+  int64_t max_model_len = 0;
+  int64_t max_seqs_at_model_len = 0;
+  int64_t max_seqs_at_2k = 0;
+};
+
+class Engine {
+ public:
+  // `file` and `tokenizer` must outlive the engine.
+  Engine(const gguf::GgufFile& file, const tokenizer::Tokenizer& tokenizer, EngineConfig config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Returns the request id. Throws llms::Error(kInvalidArgument) naming the bad field: empty
+  // prompt, token ids outside the vocabulary, max_tokens < 1, n < 1, bad sampling values, or a
+  // prompt + max_tokens that exceeds the context or the KV pool (with both numbers).
+  int64_t add_request(GenerationRequest request, OutputCallback on_output);
+  // The checks of add_request without adding. Reads only state fixed at construction, so any
+  // thread may call it while another runs step().
+  void validate(const GenerationRequest& request) const;
+  // Ends the request (finish reason abort) and frees its blocks. Unknown or finished: ignored.
+  void abort(int64_t request_id);
+
+  // Runs one step. Returns false when there was nothing to do.
+  bool step();
+  bool has_unfinished() const;
+
+  const KvPoolInfo& kv_pool() const;
+  // Allocated token slots not holding a computed token, over allocated slots (0 when none are
+  // allocated). Exact when no blocks are shared; shared blocks count once per holder.
+  double kv_waste() const;
+  EngineStats stats() const;
+  int64_t max_model_len() const;
+  int32_t n_vocab() const;
+  const kv::KvCacheManager& kv_cache() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace llms::engine

@@ -1,0 +1,69 @@
+// engine/request: what a caller asks the engine for and what comes back, per request.
+//
+// A request is a prompt (token ids; text and chat are tokenized before they reach the engine),
+// sampling parameters, n samples and stop rules. Outputs stream back as RequestOutput events,
+// one sample (index) at a time; the last event of a sample has `finished` set and carries its
+// finish reason and the request's metrics.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sampling/sampler.h"
+
+namespace llms::engine {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  sampling::SamplingParams sampling;
+  int32_t max_tokens = 16;              // generated tokens per sample
+  int32_t n = 1;                        // samples of the same prompt; they share its KV blocks
+  std::vector<std::string> stop;        // stop strings: never streamed, end the sample
+  std::vector<int32_t> stop_token_ids;  // end the sample (the token is not streamed as text)
+  bool ignore_eos = false;              // keep going past the model's end-of-generation tokens
+  bool skip_special_tokens = true;
+  int32_t priority = 0;  // lower runs first under the priority policy (as vLLM)
+};
+
+enum class FinishReason { kNone, kStop, kLength, kAbort };
+
+// "stop", "length", "abort" (OpenAI's names), "" while running.
+const char* finish_reason_name(FinishReason reason);
+
+struct TokenOutput {
+  int32_t id = 0;
+  float logprob = 0.0f;                              // when asked
+  std::vector<sampling::TokenLogprob> top_logprobs;  // when asked
+};
+
+struct RequestMetrics {
+  double arrival_time = 0.0;  // seconds, steady clock
+  double queue_time = 0.0;    // arrival to first scheduled
+  double time_to_first_token = 0.0;
+  double prefill_time = 0.0;  // first scheduled to first token
+  double decode_time = 0.0;   // first token to finish (of the last sample to finish)
+  double e2e_time = 0.0;      // arrival to finish
+  int32_t n_prompt_tokens = 0;
+  int32_t n_cached_tokens = 0;     // taken from the prefix cache at the first admission
+  int32_t n_generated_tokens = 0;  // all samples together
+  int32_t n_preemptions = 0;
+};
+
+struct RequestOutput {
+  int64_t request_id = 0;
+  int32_t index = 0;                // which of the n samples
+  std::vector<TokenOutput> tokens;  // new tokens in this event
+  std::string text;                 // new text (complete UTF-8; stop strings held back)
+  bool finished = false;            // last event of this sample
+  FinishReason finish_reason = FinishReason::kNone;
+  std::string stop_reason;        // the stop string or token that ended it, when one did
+  bool request_finished = false;  // last event of the whole request; metrics are final
+  RequestMetrics metrics;
+};
+
+// Called on the engine thread; must not call back into the engine.
+using OutputCallback = std::function<void(const RequestOutput&)>;
+
+}  // namespace llms::engine
