@@ -18,8 +18,22 @@ transformers' own path: PreTrainedTokenizerFast.apply_chat_template(..., tokeniz
 chat_template=...), with bos/eos set on the tokenizer. A render that raises is recorded as
 "raised" (raise_exception, exact message) or "error" (any other failure).
 
+With --model-ids it writes tests/data/chat/prompt_ids.json instead: the prompt token ids of every
+conversation for every registered model, as transformers makes them from the GGUF file itself
+(AutoTokenizer.from_pretrained(dir, gguf_file=...), the file's tokenizer.chat_template or, when
+it has none, the built-in template llmserve picks for its architecture):
+    ids            apply_chat_template(..., tokenize=True): the whole rendered prompt encoded with
+                   special-token text parsed everywhere (HF's default)
+    ids_sanitized  the same with sanitize_control_tokens=True, only when it differs (a message
+                   that contains control-token text)
+    raised/error   when the template refuses the conversation
+The rendered prompt itself is not stored: HF decodes `ids` back to it exactly (checked here), so
+a test compares its own render with the decoded golden ids.
+tests/model/chat_prompt_golden_test.cpp checks llmserve's encode_chat against these.
+
 Usage: pip install transformers jinja2 gguf tokenizers   (no torch needed)
        python3 tools/make_chat_golden.py [--gguf /path/to/qwen.gguf]
+       python3 tools/make_chat_golden.py --model-ids [--model-dir DIR]
 """
 
 import argparse
@@ -27,6 +41,7 @@ import json
 import os
 import re
 import sys
+from pathlib import Path
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(REPO, "tests", "data", "chat")
@@ -111,10 +126,116 @@ def render(tokenizer, source, conv):
         return {"error": f"{type(e).__name__}: {e}"}
 
 
+# Registered models whose prompt ids --model-ids records (file names in the model cache).
+MODEL_FILES = [
+    "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    "gemma-3-270m-q4_k_m.gguf",
+]
+
+
+def model_template(gguf_path):
+    """The chat template llmserve uses for a model file (cli chat_template_for's rule)."""
+    from gguf import GGUFReader
+
+    fields = GGUFReader(gguf_path).fields
+    field = fields.get("tokenizer.chat_template")
+    if field is not None:
+        source = bytes(field.parts[field.data[0]]).decode("utf-8")
+        if source:
+            return "file", source
+    arch_field = fields["general.architecture"]
+    arch = bytes(arch_field.parts[arch_field.data[0]]).decode("utf-8")
+    name = "gemma" if arch.startswith("gemma") else "llama3" if arch == "llama" else "chatml"
+    return f"builtin:{name}", builtin_templates()[name]
+
+
+def prompt_ids(tokenizer, source, conv, sanitize):
+    out = tokenizer.apply_chat_template(
+        conv["messages"],
+        tools=conv.get("tools"),
+        chat_template=source,
+        add_generation_prompt=conv.get("add_generation_prompt", False),
+        tokenize=True,
+        return_dict=True,
+        sanitize_control_tokens=sanitize,
+        **conv.get("extra", {}),
+    )
+    return list(out["input_ids"])
+
+
+def write_model_ids(model_dir):
+    import jinja2
+    import tokenizers
+    import transformers
+    from transformers import AutoTokenizer
+
+    conversations = json.load(open(os.path.join(DATA, "conversations.json"), encoding="utf-8"))
+    models = []
+    for name in MODEL_FILES:
+        path = Path(model_dir) / name
+        if not path.exists():
+            sys.exit(f"{path} not found (llmserve pull --all)")
+        origin, source = model_template(str(path))
+        tokenizer = AutoTokenizer.from_pretrained(str(model_dir), gguf_file=name)
+        cases = []
+        for conv in conversations:
+            case = {"conversation": conv["id"]}
+            rendered = render(tokenizer, source, conv)
+            if "output" not in rendered:
+                case.update(rendered)
+                cases.append(case)
+                continue
+            text = rendered["output"]
+            ids = prompt_ids(tokenizer, source, conv, sanitize=False)
+            # apply_chat_template(tokenize=True) is the whole rendered string, specials parsed.
+            assert ids == tokenizer.encode(text, add_special_tokens=False), conv["id"]
+            assert tokenizer.decode(ids) == text, conv["id"]
+            case["ids"] = ids
+            sanitized = prompt_ids(tokenizer, source, conv, sanitize=True)
+            if sanitized != ids:
+                case["ids_sanitized"] = sanitized
+            cases.append(case)
+        models.append({"file": name, "template": origin, "cases": cases})
+        print(f"{name}: {len(cases)} conversations ({origin})")
+
+    golden = {
+        "generator": "tools/make_chat_golden.py --model-ids",
+        "transformers_version": transformers.__version__,
+        "tokenizers_version": tokenizers.__version__,
+        "jinja2_version": jinja2.__version__,
+        "models": models,
+    }
+    out_path = os.path.join(DATA, "prompt_ids.json")
+    with open(out_path, "w", encoding="utf-8") as f:
+        # One line per case keeps the file small and diffs readable.
+        f.write("{\n")
+        for key in ("generator", "transformers_version", "tokenizers_version", "jinja2_version"):
+            f.write(f" {json.dumps(key)}: {json.dumps(golden[key])},\n")
+        f.write(' "models": [\n')
+        for i, m in enumerate(models):
+            f.write(f'  {{"file": {json.dumps(m["file"])}, "template": {json.dumps(m["template"])},'
+                    ' "cases": [\n')
+            lines = [
+                "   " + json.dumps(c, ensure_ascii=False, separators=(",", ":")) for c in m["cases"]
+            ]
+            f.write(",\n".join(lines))
+            f.write("\n  ]}" + ("," if i + 1 < len(models) else "") + "\n")
+        f.write(" ]\n}\n")
+    print(f"wrote {out_path}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--gguf", default=DEFAULT_GGUF)
+    parser.add_argument("--model-ids", action="store_true",
+                        help="write prompt_ids.json from the registered model files")
+    parser.add_argument("--model-dir", default=os.environ.get(
+        "LLMS_MODEL_DIR", str(Path.home() / ".cache" / "llmserve" / "models")))
     args = parser.parse_args()
+    if args.model_ids:
+        write_model_ids(args.model_dir)
+        return
 
     import jinja2
     import transformers

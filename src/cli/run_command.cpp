@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "chat_prompt.h"
 #include "gguf/gguf_file.h"
 #include "kv/step_batch.h"
 #include "model/kv_storage.h"
 #include "model/transformer.h"
 #include "model_registry.h"
 #include "sampling/sampler.h"
+#include "tokenizer/chat_prompt.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -66,7 +66,7 @@ int run(RunOptions opts) {
   double load_s = seconds_since(t_load);
 
   std::vector<int32_t> prompt_ids =
-      opts.chat ? encode_chat_prompt(file, tok, opts.system, opts.prompt)
+      opts.chat ? tokenizer::encode_chat_prompt(file, tok, opts.system, opts.prompt)
                 : tok.encode(opts.prompt, {.add_special = true, .parse_special = false});
   if (prompt_ids.empty()) throw Error(Error::Kind::kInvalidArgument, "the prompt is empty");
   const int64_t n_ctx_limit = model.config().n_ctx_train ? model.config().n_ctx_train : 4096;

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "chat_prompt.h"
 #include "gguf/gguf_file.h"
 #include "jinja/chat_template.h"
 #include "model_registry.h"
+#include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -92,7 +92,7 @@ int run_tokenize(const TokenizeOptions& opts) {
     chat.messages = doc.is_array() ? doc : doc.value("messages", nlohmann::ordered_json::array());
     if (doc.is_object() && doc.contains("tools")) chat.tools = doc["tools"];
     chat.add_generation_prompt = doc.is_object() ? doc.value("add_generation_prompt", true) : true;
-    ChatPrompt prompt = encode_chat(file, tok, chat);
+    tokenizer::ChatPrompt prompt = tokenizer::encode_chat(file, tok, chat);
     rendered = prompt.text;
     ids = prompt.ids;
   } else {

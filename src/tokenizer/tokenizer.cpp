@@ -205,8 +205,12 @@ void Tokenizer::Impl::encode_segment(std::string_view segment, bool at_text_star
   }
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOptions& options) const {
-  const Impl& m = *impl_;
+namespace {
+
+// The whole pipeline; `accept(match)` decides whether a special-token match becomes its token.
+template <typename Accept>
+std::vector<int32_t> encode_text(const Tokenizer::Impl& m, std::string_view text, bool add_special,
+                                 Accept&& accept) {
   std::string repaired;
   if (!is_valid_utf8(text)) {
     repaired = utf8_lossy(text);
@@ -214,7 +218,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOption
   }
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
-  if (options.add_special && m.add_bos) out.push_back(m.bos_id);
+  if (add_special && m.add_bos) out.push_back(m.bos_id);
 
   BpeScratch scratch;
   std::vector<int32_t> symbols;
@@ -222,9 +226,9 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOption
   size_t search = 0;
   while (auto match = m.added.find(text, search)) {
     search = match->end;
-    // With parse_special off, a special token's text stays ordinary text; tokenizers still
+    // A special token's text that is not accepted stays ordinary text; tokenizers still
     // consumes the match, so a shorter token inside it is not looked for.
-    if (match->special && !options.parse_special) continue;
+    if (match->special && !accept(*match)) continue;
     if (match->begin > segment_start) {
       m.encode_segment(text.substr(segment_start, match->begin - segment_start), segment_start == 0,
                        out, scratch, symbols);
@@ -236,8 +240,43 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOption
     m.encode_segment(text.substr(segment_start), segment_start == 0, out, scratch, symbols);
   }
 
-  if (options.add_special && m.add_eos) out.push_back(m.eos_id);
+  if (add_special && m.add_eos) out.push_back(m.eos_id);
   return out;
+}
+
+}  // namespace
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOptions& options) const {
+  const bool parse = options.parse_special;
+  return encode_text(*impl_, text, options.add_special,
+                     [parse](const AddedTokenMatcher::Match&) { return parse; });
+}
+
+std::vector<SpecialTokenMatch> Tokenizer::find_special(std::string_view text) const {
+  const Impl& m = *impl_;
+  std::string repaired;
+  if (!is_valid_utf8(text)) {
+    repaired = utf8_lossy(text);
+    text = repaired;
+  }
+  std::vector<SpecialTokenMatch> found;
+  size_t search = 0;
+  while (auto match = m.added.find(text, search)) {
+    search = match->end;
+    if (match->special) found.push_back({match->begin, match->end, match->id});
+  }
+  return found;
+}
+
+std::vector<int32_t> Tokenizer::encode_with_special_at(std::string_view text,
+                                                       std::span<const SpecialTokenMatch> allowed,
+                                                       bool add_special) const {
+  size_t next = 0;  // matches arrive in ascending order, so one pass over `allowed` suffices
+  return encode_text(*impl_, text, add_special, [&](const AddedTokenMatcher::Match& match) {
+    while (next < allowed.size() && allowed[next].begin < match.begin) ++next;
+    return next < allowed.size() &&
+           allowed[next] == SpecialTokenMatch{match.begin, match.end, match.id};
+  });
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, const DecodeOptions& options) const {

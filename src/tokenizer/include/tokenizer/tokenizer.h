@@ -25,6 +25,7 @@
 // all const methods may be called from many threads at once.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -81,6 +82,14 @@ struct EncodeOptions {
   bool parse_special = false;  // recognise the text of special tokens in the input
 };
 
+// Where the text of a special token occurs in an input: bytes [begin, end) are token `id`.
+struct SpecialTokenMatch {
+  size_t begin = 0;
+  size_t end = 0;
+  int32_t id = kNoToken;
+  friend bool operator==(const SpecialTokenMatch&, const SpecialTokenMatch&) = default;
+};
+
 struct DecodeOptions {
   bool skip_special = false;  // leave out special tokens (control, BOS/EOS/UNK/PAD)
 };
@@ -94,6 +103,18 @@ class Tokenizer {
   static Tokenizer from_spec(const VocabSpec& spec);
 
   std::vector<int32_t> encode(std::string_view text, const EncodeOptions& options = {}) const;
+  // The special-token matches that encode(text, {.parse_special = true}) turns into tokens, in
+  // order (added tokens are matched leftmost-longest, so these never overlap). Offsets are into
+  // `text`, or into utf8_lossy(text) when `text` is not valid UTF-8.
+  std::vector<SpecialTokenMatch> find_special(std::string_view text) const;
+  // encode(text, {.add_special = add_special, .parse_special = true}), except that special-token
+  // text becomes its token only at the matches listed in `allowed` (ascending, from
+  // find_special(text)); anywhere else it is ordinary text, exactly as with parse_special off.
+  // Entries of `allowed` that are not matches of find_special(text) are ignored. This is how a
+  // chat prompt parses the template's own control tokens but not those a user typed.
+  std::vector<int32_t> encode_with_special_at(std::string_view text,
+                                              std::span<const SpecialTokenMatch> allowed,
+                                              bool add_special = false) const;
   // Throws llms::Error(kInvalidArgument) for an id outside [0, n_vocab()).
   std::string decode(std::span<const int32_t> ids, const DecodeOptions& options = {}) const;
 
