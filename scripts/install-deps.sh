@@ -32,3 +32,10 @@ if ! python3 -m pip --version >/dev/null 2>&1; then
   echo "install-deps: python3 has no pip" >&2
   exit 1
 fi
+
+# The server tests (ctest label `server`) drive `llmserve serve` with the official OpenAI client.
+# Debian 12's pip refuses system-wide installs without --break-system-packages.
+if ! python3 -c "import openai" >/dev/null 2>&1; then
+  echo "install-deps: installing the openai Python client" >&2
+  python3 -m pip install -q --break-system-packages --root-user-action=ignore openai >/dev/null
+fi

@@ -1,0 +1,29 @@
+// server/json_body: an HTTP body turned into JSON under the server's input rules.
+//
+// Contract: parse_json_body() refuses (ApiError 400, never a crash or deep recursion) a body that
+// is not valid UTF-8, that nests arrays/objects deeper than `max_depth`, or that is not JSON; the
+// checks run in one linear pass before the JSON parser sees the bytes. dump_json() never throws
+// on strings from the model that are not valid UTF-8 (they are replaced with U+FFFD).
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+namespace llms::server {
+
+inline constexpr int kDefaultMaxJsonDepth = 64;
+
+// Byte offset of the first invalid UTF-8 sequence (overlong forms, surrogates and code points
+// above U+10FFFF are invalid), or npos when the text is valid.
+size_t find_invalid_utf8(std::string_view text);
+
+// Deepest nesting of [ and { outside strings (0 for a scalar). Stops counting past `limit + 1`.
+int json_nesting_depth(std::string_view text, int limit);
+
+nlohmann::json parse_json_body(std::string_view body, int max_depth = kDefaultMaxJsonDepth);
+
+std::string dump_json(const nlohmann::json& value);
+
+}  // namespace llms::server

@@ -1,0 +1,98 @@
+// server/json_body: UTF-8 and depth checks before parsing (see json_body.h).
+#include "server/json_body.h"
+
+#include <fmt/core.h>
+
+#include "server/api_error.h"
+
+namespace llms::server {
+
+size_t find_invalid_utf8(std::string_view text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = s[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = 0;
+    uint32_t cp = 0;
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return i;
+    }
+    if (n - i < len) return i;
+    for (size_t k = 1; k < len; ++k) {
+      if ((s[i + k] & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    const bool overlong =
+        (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
+    if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+int json_nesting_depth(std::string_view text, int limit) {
+  int depth = 0;
+  int deepest = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > deepest) {
+        deepest = depth;
+        if (deepest > limit) return deepest;
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+nlohmann::json parse_json_body(std::string_view body, int max_depth) {
+  if (size_t bad = find_invalid_utf8(body); bad != std::string_view::npos) {
+    throw ApiError(400, fmt::format("The request body is not valid UTF-8 (at byte {})", bad));
+  }
+  if (json_nesting_depth(body, max_depth) > max_depth) {
+    throw ApiError(400,
+                   fmt::format("The request body nests JSON deeper than {} levels", max_depth));
+  }
+  nlohmann::json value = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) {
+    throw ApiError(400,
+                   "We could not parse the JSON body of your request. The body must be valid "
+                   "JSON.");
+  }
+  return value;
+}
+
+std::string dump_json(const nlohmann::json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace llms::server

@@ -1,0 +1,199 @@
+// server/openai_response: response and chunk shapes (see openai_response.h).
+#include "server/openai_response.h"
+
+#include <cmath>
+
+#include "server/sse.h"
+#include "tokenizer/tokenizer.h"
+
+namespace llms::server {
+
+namespace {
+
+using nlohmann::json;
+
+// vLLM reports -inf logprobs as -9999.0 (JSON has no infinity).
+double finite_logprob(float lp) { return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0; }
+
+json byte_list(std::string_view bytes) {
+  json out = json::array();
+  for (unsigned char c : bytes) out.push_back(static_cast<int>(c));
+  return out;
+}
+
+}  // namespace
+
+json usage_json(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+std::string finish_reason_string(engine::FinishReason reason) {
+  switch (reason) {
+    case engine::FinishReason::kStop:
+      return "stop";
+    case engine::FinishReason::kLength:
+      return "length";
+    case engine::FinishReason::kAbort:
+      return "abort";
+    case engine::FinishReason::kNone:
+      break;
+  }
+  return "";
+}
+
+ResponseBuilder::ResponseBuilder(Endpoint endpoint, std::string id, int64_t created,
+                                 std::string model, int32_t n_choices, bool logprobs,
+                                 const tokenizer::Tokenizer& tok)
+    : endpoint_(endpoint),
+      id_(std::move(id)),
+      created_(created),
+      model_(std::move(model)),
+      logprobs_(logprobs),
+      tok_(tok),
+      choices_(static_cast<size_t>(n_choices)) {}
+
+void ResponseBuilder::set_prefix(int32_t index, std::string text) {
+  choices_.at(static_cast<size_t>(index)).text = std::move(text);
+}
+
+void ResponseBuilder::add_usage(const engine::RequestMetrics& m) {
+  usage_.prompt_tokens += m.n_prompt_tokens;
+  usage_.completion_tokens += m.n_generated_tokens;
+  usage_.cached_tokens += m.n_cached_tokens;
+}
+
+void ResponseBuilder::accumulate(int32_t index, const engine::RequestOutput& out) {
+  Choice& c = choices_.at(static_cast<size_t>(index));
+  c.text += out.text;
+  if (logprobs_) c.tokens.insert(c.tokens.end(), out.tokens.begin(), out.tokens.end());
+  if (out.finished) {
+    c.finish_reason = finish_reason_string(out.finish_reason);
+    c.stop_reason = out.stop_reason;
+  }
+}
+
+json ResponseBuilder::logprobs_json(const std::vector<engine::TokenOutput>& tokens,
+                                    size_t text_offset) const {
+  if (endpoint_ == Endpoint::kChat) {
+    json content = json::array();
+    for (const engine::TokenOutput& t : tokens) {
+      const std::string_view bytes = tok_.token_bytes(t.id);
+      json top = json::array();
+      for (const sampling::TokenLogprob& alt : t.top_logprobs) {
+        const std::string_view b = tok_.token_bytes(alt.token);
+        top.push_back({{"token", std::string(b)},
+                       {"logprob", finite_logprob(alt.logprob)},
+                       {"bytes", byte_list(b)}});
+      }
+      content.push_back({{"token", std::string(bytes)},
+                         {"logprob", finite_logprob(t.logprob)},
+                         {"bytes", byte_list(bytes)},
+                         {"top_logprobs", std::move(top)}});
+    }
+    return {{"content", std::move(content)}};
+  }
+  json toks = json::array();
+  json lps = json::array();
+  json tops = json::array();
+  json offsets = json::array();
+  size_t offset = text_offset;
+  for (const engine::TokenOutput& t : tokens) {
+    const std::string_view bytes = tok_.token_bytes(t.id);
+    toks.push_back(std::string(bytes));
+    lps.push_back(finite_logprob(t.logprob));
+    json top = json::object();
+    for (const sampling::TokenLogprob& alt : t.top_logprobs) {
+      top[std::string(tok_.token_bytes(alt.token))] = finite_logprob(alt.logprob);
+    }
+    tops.push_back(std::move(top));
+    offsets.push_back(offset);
+    offset += bytes.size();
+  }
+  return {{"tokens", std::move(toks)},
+          {"token_logprobs", std::move(lps)},
+          {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
+}
+
+json ResponseBuilder::chunk_base() const {
+  return {{"id", id_},
+          {"object", endpoint_ == Endpoint::kChat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created_},
+          {"model", model_}};
+}
+
+void ResponseBuilder::stream_event(int32_t index, const engine::RequestOutput& out,
+                                   bool include_usage_field, std::string& sse) {
+  Choice& c = choices_.at(static_cast<size_t>(index));
+  const bool first = !c.started;
+  c.started = true;
+  if (endpoint_ == Endpoint::kChat && first) {
+    json chunk = chunk_base();
+    chunk["choices"] = json::array({{{"index", index},
+                                     {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                     {"logprobs", nullptr},
+                                     {"finish_reason", nullptr}}});
+    if (include_usage_field) chunk["usage"] = nullptr;
+    append_sse_event(sse, chunk);
+  }
+  std::string text = out.text;
+  if (first && endpoint_ == Endpoint::kCompletions && !c.text.empty()) {
+    text = c.text + text;  // echo: the prompt goes out with the first chunk
+  }
+  const std::string finish = out.finished ? finish_reason_string(out.finish_reason) : "";
+  if (text.empty() && out.tokens.empty() && finish.empty()) return;
+  json choice = {
+      {"index", index},
+      {"logprobs", logprobs_ && !out.tokens.empty() ? logprobs_json(out.tokens, 0) : json(nullptr)},
+      {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}};
+  if (endpoint_ == Endpoint::kChat) {
+    choice["delta"] = text.empty() ? json::object() : json{{"content", text}};
+  } else {
+    choice["text"] = text;
+  }
+  if (out.finished) {
+    choice["stop_reason"] = out.stop_reason.empty() ? json(nullptr) : json(out.stop_reason);
+  }
+  json chunk = chunk_base();
+  chunk["choices"] = json::array({std::move(choice)});
+  if (include_usage_field) chunk["usage"] = nullptr;
+  append_sse_event(sse, chunk);
+}
+
+json ResponseBuilder::usage_chunk() const {
+  json chunk = chunk_base();
+  chunk["choices"] = json::array();
+  chunk["usage"] = usage_json(usage_);
+  return chunk;
+}
+
+json ResponseBuilder::final_response() const {
+  json choices = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    json choice = {
+        {"index", i},
+        {"finish_reason", c.finish_reason.empty() ? json(nullptr) : json(c.finish_reason)},
+        {"stop_reason", c.stop_reason.empty() ? json(nullptr) : json(c.stop_reason)}};
+    json lp = logprobs_ ? logprobs_json(c.tokens, 0) : json(nullptr);
+    if (endpoint_ == Endpoint::kChat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    } else {
+      choice["text"] = c.text;
+    }
+    choice["logprobs"] = std::move(lp);
+    choices.push_back(std::move(choice));
+  }
+  return {{"id", id_},
+          {"object", endpoint_ == Endpoint::kChat ? "chat.completion" : "text_completion"},
+          {"created", created_},
+          {"model", model_},
+          {"choices", std::move(choices)},
+          {"usage", usage_json(usage_)},
+          {"system_fingerprint", nullptr}};
+}
+
+}  // namespace llms::server

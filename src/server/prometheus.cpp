@@ -1,0 +1,122 @@
+// server/prometheus: text exposition of the metrics (see prometheus.h).
+#include "server/prometheus.h"
+
+#include <fmt/core.h>
+
+#include <cmath>
+
+namespace llms::server {
+
+namespace {
+
+std::string number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  return fmt::format("{}", v);
+}
+
+class Writer {
+ public:
+  explicit Writer(std::string labels) : labels_(std::move(labels)) {}
+
+  void header(const char* name, const char* type, const char* help) {
+    out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  }
+  void sample(const char* name, double value) {
+    out_ += fmt::format("{}{{{}}} {}\n", name, labels_, number(value));
+  }
+  void scalar(const char* name, const char* type, const char* help, double value) {
+    header(name, type, help);
+    sample(name, value);
+  }
+  void histogram(const char* name, const char* help, const engine::Histogram& h) {
+    header(name, "histogram", help);
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < h.bounds.size(); ++i) {
+      cumulative += i < h.counts.size() ? h.counts[i] : 0;
+      out_ += fmt::format("{}_bucket{{{},le=\"{}\"}} {}\n", name, labels_, number(h.bounds[i]),
+                          cumulative);
+    }
+    out_ += fmt::format("{}_bucket{{{},le=\"+Inf\"}} {}\n", name, labels_, h.count);
+    out_ += fmt::format("{}_sum{{{}}} {}\n", name, labels_, number(h.sum));
+    out_ += fmt::format("{}_count{{{}}} {}\n", name, labels_, h.count);
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string labels_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string escape_label_value(const std::string& value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string render_prometheus(const engine::EngineMetrics& m, const ServerCounters& s,
+                              const std::string& model_name) {
+  Writer w(fmt::format("model_name=\"{}\"", escape_label_value(model_name)));
+  w.scalar("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.",
+           m.n_running);
+  w.scalar("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
+           m.n_waiting);
+  w.scalar("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
+           m.kv_usage);
+  w.scalar("vllm:prefix_cache_queries", "counter",
+           "Prefix cache queries, in terms of number of queried tokens.",
+           static_cast<double>(m.prefix_queries));
+  w.scalar("vllm:prefix_cache_hits", "counter",
+           "Prefix cache hits, in terms of number of cached tokens.",
+           static_cast<double>(m.prefix_hits));
+  w.scalar("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.",
+           static_cast<double>(m.prompt_tokens_total));
+  w.scalar("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
+           static_cast<double>(m.generation_tokens_total));
+  w.scalar("vllm:num_preemptions_total", "counter", "Cumulative number of preemptions.",
+           static_cast<double>(m.preemptions_total));
+  w.scalar("vllm:request_success_total", "counter", "Count of finished requests.",
+           static_cast<double>(m.requests_finished_total));
+  w.histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+              m.time_to_first_token);
+  w.histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+              m.inter_token_latency);
+  w.histogram("vllm:e2e_request_latency_seconds",
+              "Histogram of end-to-end request latency in seconds.", m.e2e_request_latency);
+  w.histogram("vllm:request_queue_time_seconds",
+              "Histogram of time spent in the waiting queue in seconds.", m.request_queue_time);
+  w.scalar("llmserve:kv_cache_blocks_total", "gauge", "KV blocks in the pool.", m.kv_blocks_total);
+  w.scalar("llmserve:kv_cache_blocks_free", "gauge",
+           "KV blocks held by no sequence (cached prefixes included).", m.kv_blocks_free);
+  w.scalar("llmserve:http_requests_total", "counter", "HTTP requests answered.",
+           static_cast<double>(s.http_requests_total));
+  w.scalar("llmserve:http_errors_total", "counter", "HTTP responses with status >= 400.",
+           static_cast<double>(s.http_errors_total));
+  w.scalar("llmserve:open_connections", "gauge", "Open client connections.",
+           static_cast<double>(s.open_connections));
+  w.scalar("llmserve:requests_aborted_by_client_total", "counter",
+           "Requests aborted because the client disconnected.",
+           static_cast<double>(s.aborted_by_client_total));
+  w.scalar("llmserve:requests_rejected_queue_full_total", "counter",
+           "Requests refused with 429 because the queue was full.",
+           static_cast<double>(s.rejected_queue_full_total));
+  w.scalar("llmserve:requests_admitted", "gauge",
+           "Engine requests admitted (running or queued) and not finished.",
+           static_cast<double>(s.admitted));
+  return w.take();
+}
+
+}  // namespace llms::server

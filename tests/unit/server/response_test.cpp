@@ -1,0 +1,177 @@
+// SSE framing, Prometheus text and the OpenAI response/chunk shapes.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "server/openai_response.h"
+#include "server/prometheus.h"
+#include "server/sse.h"
+#include "tokenizer/tokenizer.h"
+
+namespace llms::server {
+namespace {
+
+using nlohmann::json;
+
+TEST(Sse, FramesOneLineEvents) {
+  std::string out;
+  append_sse_event(out, {{"text", "line1\nline2"}});
+  EXPECT_EQ(out, "data: {\"text\":\"line1\\nline2\"}\n\n");
+  EXPECT_EQ(std::string(kSseDone), "data: [DONE]\n\n");
+}
+
+engine::Histogram histogram() {
+  engine::Histogram h({0.1, 1.0});
+  h.observe(0.05);
+  h.observe(0.5);
+  h.observe(5.0);
+  return h;
+}
+
+TEST(Prometheus, RendersVllmNamesAndCumulativeBuckets) {
+  engine::EngineMetrics m;
+  m.n_running = 2;
+  m.n_waiting = 3;
+  m.kv_usage = 0.25;
+  m.prompt_tokens_total = 100;
+  m.generation_tokens_total = 40;
+  m.kv_blocks_total = 10;
+  m.kv_blocks_free = 7;
+  m.time_to_first_token = histogram();
+  ServerCounters s;
+  s.aborted_by_client_total = 4;
+  const std::string text = render_prometheus(m, s, "qw\"en");
+  EXPECT_NE(text.find("# TYPE vllm:num_requests_running gauge\n"
+                      "vllm:num_requests_running{model_name=\"qw\\\"en\"} 2\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("vllm:num_requests_waiting{model_name=\"qw\\\"en\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("vllm:kv_cache_usage_perc{model_name=\"qw\\\"en\"} 0.25\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("vllm:prompt_tokens_total{model_name=\"qw\\\"en\"} 100\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("vllm:generation_tokens_total{model_name=\"qw\\\"en\"} 40\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("# TYPE vllm:time_to_first_token_seconds histogram\n"), std::string::npos);
+  EXPECT_NE(
+      text.find("vllm:time_to_first_token_seconds_bucket{model_name=\"qw\\\"en\",le=\"0.1\"} 1\n"),
+      std::string::npos);
+  EXPECT_NE(
+      text.find("vllm:time_to_first_token_seconds_bucket{model_name=\"qw\\\"en\",le=\"1\"} 2\n"),
+      std::string::npos);
+  EXPECT_NE(
+      text.find("vllm:time_to_first_token_seconds_bucket{model_name=\"qw\\\"en\",le=\"+Inf\"} 3\n"),
+      std::string::npos);
+  EXPECT_NE(text.find("vllm:time_to_first_token_seconds_count{model_name=\"qw\\\"en\"} 3\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("vllm:time_to_first_token_seconds_sum{model_name=\"qw\\\"en\"} 5.55\n"),
+            std::string::npos);
+  for (const char* name :
+       {"vllm:prefix_cache_queries", "vllm:prefix_cache_hits", "vllm:num_preemptions_total",
+        "vllm:inter_token_latency_seconds", "vllm:e2e_request_latency_seconds",
+        "vllm:request_queue_time_seconds", "llmserve:kv_cache_blocks_free"}) {
+    EXPECT_NE(text.find(std::string("# TYPE ") + name + " "), std::string::npos) << name;
+  }
+  EXPECT_NE(text.find("llmserve:kv_cache_blocks_free{model_name=\"qw\\\"en\"} 7\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("llmserve:requests_aborted_by_client_total{model_name=\"qw\\\"en\"} 4\n"),
+            std::string::npos);
+  EXPECT_EQ(escape_label_value("a\\b\nc"), "a\\\\b\\nc");
+}
+
+tokenizer::Tokenizer tiny_tokenizer() {
+  tokenizer::VocabSpec spec;
+  spec.kind = tokenizer::ModelKind::kByteLevelBpe;
+  spec.pre = "qwen2";
+  spec.tokens = {"a", "b", "c", "!"};
+  return tokenizer::Tokenizer::from_spec(spec);
+}
+
+engine::RequestOutput event(int32_t index, std::string text, std::vector<int32_t> ids,
+                            bool finished = false) {
+  engine::RequestOutput o;
+  o.index = index;
+  o.text = std::move(text);
+  for (int32_t id : ids) o.tokens.push_back({id, -0.5f, {{id, -0.5f}, {3, -2.0f}}});
+  o.finished = finished;
+  o.finish_reason = finished ? engine::FinishReason::kLength : engine::FinishReason::kNone;
+  return o;
+}
+
+std::vector<json> parse_events(const std::string& sse) {
+  std::vector<json> out;
+  size_t pos = 0;
+  while (pos < sse.size()) {
+    EXPECT_EQ(sse.compare(pos, 6, "data: "), 0);
+    const size_t end = sse.find("\n\n", pos);
+    out.push_back(json::parse(sse.substr(pos + 6, end - pos - 6)));
+    pos = end + 2;
+  }
+  return out;
+}
+
+TEST(ResponseBuilder, ChatStreamChunks) {
+  tokenizer::Tokenizer tok = tiny_tokenizer();
+  ResponseBuilder b(Endpoint::kChat, "chatcmpl-1", 123, "m", 1, /*logprobs=*/false, tok);
+  std::string sse;
+  b.stream_event(0, event(0, "ab", {0, 1}), /*include_usage_field=*/true, sse);
+  b.stream_event(0, event(0, "c", {2}, true), true, sse);
+  std::vector<json> ev = parse_events(sse);
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ev[0]["object"], "chat.completion.chunk");
+  EXPECT_EQ(ev[0]["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_TRUE(ev[0].contains("usage"));
+  EXPECT_EQ(ev[1]["choices"][0]["delta"]["content"], "ab");
+  EXPECT_TRUE(ev[1]["choices"][0]["finish_reason"].is_null());
+  EXPECT_EQ(ev[2]["choices"][0]["delta"]["content"], "c");
+  EXPECT_EQ(ev[2]["choices"][0]["finish_reason"], "length");
+  engine::RequestMetrics m;
+  m.n_prompt_tokens = 10;
+  m.n_generated_tokens = 3;
+  m.n_cached_tokens = 8;
+  b.add_usage(m);
+  json u = b.usage_chunk();
+  EXPECT_TRUE(u["choices"].empty());
+  EXPECT_EQ(u["usage"]["prompt_tokens"], 10);
+  EXPECT_EQ(u["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(u["usage"]["total_tokens"], 13);
+  EXPECT_EQ(u["usage"]["prompt_tokens_details"]["cached_tokens"], 8);
+}
+
+TEST(ResponseBuilder, CompletionWithEchoAndLogprobs) {
+  tokenizer::Tokenizer tok = tiny_tokenizer();
+  ResponseBuilder b(Endpoint::kCompletions, "cmpl-1", 1, "m", 2, /*logprobs=*/true, tok);
+  b.set_prefix(0, "P:");
+  b.accumulate(0, event(0, "ab", {0, 1}));
+  b.accumulate(0, event(0, "!", {3}, true));
+  b.accumulate(1, event(1, "c", {2}, true));
+  json r = b.final_response();
+  EXPECT_EQ(r["object"], "text_completion");
+  ASSERT_EQ(r["choices"].size(), 2u);
+  EXPECT_EQ(r["choices"][0]["text"], "P:ab!");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["choices"][1]["index"], 1);
+  const json& lp = r["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], json::array({"a", "b", "!"}));
+  EXPECT_EQ(lp["token_logprobs"].size(), 3u);
+  EXPECT_EQ(lp["text_offset"], json::array({0, 1, 2}));
+  EXPECT_DOUBLE_EQ(lp["top_logprobs"][0]["!"].get<double>(), -2.0);
+  EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+}
+
+TEST(ResponseBuilder, ChatLogprobsHaveBytes) {
+  tokenizer::Tokenizer tok = tiny_tokenizer();
+  ResponseBuilder b(Endpoint::kChat, "c", 1, "m", 1, /*logprobs=*/true, tok);
+  b.accumulate(0, event(0, "a", {0}, true));
+  json r = b.final_response();
+  const json& c = r["choices"][0]["logprobs"]["content"][0];
+  EXPECT_EQ(c["token"], "a");
+  EXPECT_EQ(c["bytes"], json::array({97}));
+  EXPECT_EQ(c["top_logprobs"].size(), 2u);
+  EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "a");
+}
+
+}  // namespace
+}  // namespace llms::server
