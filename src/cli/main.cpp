@@ -5,11 +5,15 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "batch_command.h"
 #include "bench_command.h"
+#include "bench_engine_command.h"
 #include "bench_model_command.h"
+#include "bench_tokenizer_command.h"
 #include "inspect_command.h"
 #include "pull_command.h"
 #include "run_command.h"
+#include "serve_command.h"
 #include "tokenize_command.h"
 #include "util/error.h"
 
@@ -20,8 +24,12 @@ int main(int argc, char** argv) {
   llms::cli::add_inspect_command(app, exit_code);
   llms::cli::add_pull_command(app, exit_code);
   llms::cli::add_run_command(app, exit_code);
+  llms::cli::add_batch_command(app, exit_code);
+  llms::cli::add_serve_command(app, exit_code);
+  llms::cli::add_bench_engine_command(app, exit_code);
   llms::cli::add_bench_model_command(app, exit_code);
   llms::cli::add_bench_command(app, exit_code);
+  llms::cli::add_bench_tokenizer_command(app, exit_code);
   llms::cli::add_tokenize_command(app, exit_code);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,322 @@
+// `llmserve batch -m MODEL --input in.jsonl --output out.jsonl`: the offline API.
+//
+// Like vLLM's LLM.generate: every input line is one request (a prompt string, prompt token ids,
+// or chat messages rendered through the model's template, with its own sampling parameters and
+// n); all are handed to the engine at once and run with continuous batching; results are
+// written in input order. A line that cannot be parsed or is refused gets an error object on
+// its output line, and the others still run. Progress goes to stderr, then a throughput summary
+// (also as JSON with --summary-json).
+#include "batch_command.h"
+
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine_options.h"
+#include "gguf/gguf_file.h"
+#include "model_registry.h"
+#include "tokenizer/chat_prompt.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace llms::cli {
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct BatchOptions {
+  std::string model = "default";
+  std::string cache_dir;
+  std::string input;
+  std::string output;
+  std::string summary_json;
+  bool progress = true;  // only on a terminal
+  EngineOptions engine;
+};
+
+struct SampleResult {
+  std::string text;
+  std::vector<int32_t> token_ids;
+  json logprobs = nullptr;
+  std::string finish_reason;
+  std::string stop_reason;
+};
+
+struct LineResult {
+  json id = nullptr;  // the line's "id" field, echoed
+  std::optional<std::string> error;
+  int32_t n_prompt = 0;
+  std::vector<SampleResult> samples;
+  bool want_logprobs = false;
+  engine::RequestMetrics metrics;
+  bool done = false;
+};
+
+template <typename T>
+T get_field(const json& obj, const char* key, T fallback) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    throw Error(Error::Kind::kInvalidArgument, fmt::format("{}: wrong type", key));
+  }
+}
+
+// One input line into an engine request. Throws llms::Error naming the field.
+engine::GenerationRequest parse_line(const json& line, const gguf::GgufFile& file,
+                                     const tokenizer::Tokenizer& tok) {
+  if (!line.is_object())
+    throw Error(Error::Kind::kInvalidArgument, "each line must be a JSON object");
+  engine::GenerationRequest r;
+  if (line.contains("messages")) {
+    jinja::ChatInputs chat;
+    chat.messages = nlohmann::ordered_json::parse(line["messages"].dump());
+    if (!chat.messages.is_array() || chat.messages.empty()) {
+      throw Error(Error::Kind::kInvalidArgument, "messages: must be a non-empty array");
+    }
+    if (line.contains("tools")) chat.tools = nlohmann::ordered_json::parse(line["tools"].dump());
+    chat.add_generation_prompt = get_field<bool>(line, "add_generation_prompt", true);
+    r.prompt = tokenizer::encode_chat(file, tok, std::move(chat)).ids;
+  } else if (line.contains("prompt_token_ids")) {
+    r.prompt = get_field<std::vector<int32_t>>(line, "prompt_token_ids", {});
+  } else if (line.contains("prompt")) {
+    r.prompt = tok.encode(get_field<std::string>(line, "prompt", ""),
+                          {.add_special = true, .parse_special = false});
+  } else {
+    throw Error(Error::Kind::kInvalidArgument,
+                "one of prompt, prompt_token_ids or messages is required");
+  }
+  r.max_tokens = get_field<int32_t>(line, "max_tokens", 16);
+  r.max_tokens = get_field<int32_t>(line, "max_completion_tokens", r.max_tokens);
+  r.n = get_field<int32_t>(line, "n", 1);
+  r.priority = get_field<int32_t>(line, "priority", 0);
+  r.ignore_eos = get_field<bool>(line, "ignore_eos", false);
+  r.stop_token_ids = get_field<std::vector<int32_t>>(line, "stop_token_ids", {});
+  if (auto it = line.find("stop"); it != line.end() && !it->is_null()) {
+    if (it->is_string()) {
+      r.stop.push_back(it->get<std::string>());
+    } else {
+      r.stop = get_field<std::vector<std::string>>(line, "stop", {});
+    }
+  }
+  auto& s = r.sampling;
+  s.temperature = get_field<float>(line, "temperature", 1.0f);
+  s.top_p = get_field<float>(line, "top_p", 1.0f);
+  s.top_k = get_field<int32_t>(line, "top_k", 0);
+  s.min_p = get_field<float>(line, "min_p", 0.0f);
+  s.presence_penalty = get_field<float>(line, "presence_penalty", 0.0f);
+  s.frequency_penalty = get_field<float>(line, "frequency_penalty", 0.0f);
+  s.repetition_penalty = get_field<float>(line, "repetition_penalty", 1.0f);
+  if (auto it = line.find("seed"); it != line.end() && !it->is_null()) {
+    s.seed = get_field<uint64_t>(line, "seed", 0);
+  }
+  if (auto it = line.find("logit_bias"); it != line.end() && it->is_object()) {
+    for (const auto& [key, value] : it->items()) {
+      int32_t id = 0;
+      try {
+        id = std::stoi(key);
+      } catch (const std::exception&) {
+        throw Error(Error::Kind::kInvalidArgument, "logit_bias: keys must be token ids");
+      }
+      if (!value.is_number())
+        throw Error(Error::Kind::kInvalidArgument, "logit_bias: values must be numbers");
+      s.logit_bias.emplace_back(id, value.get<float>());
+    }
+  }
+  if (auto it = line.find("logprobs"); it != line.end() && !it->is_null()) {
+    // Completions style: an integer count; chat style: a bool plus top_logprobs.
+    if (it->is_boolean()) {
+      s.logprobs = it->get<bool>();
+      s.n_top_logprobs = get_field<int32_t>(line, "top_logprobs", 0);
+    } else {
+      s.logprobs = true;
+      s.n_top_logprobs = get_field<int32_t>(line, "logprobs", 0);
+    }
+  }
+  return r;
+}
+
+json sample_json(const SampleResult& s, size_t index) {
+  json j = {{"index", index},
+            {"text", s.text},
+            {"token_ids", s.token_ids},
+            {"finish_reason", s.finish_reason},
+            {"stop_reason", s.stop_reason.empty() ? json(nullptr) : json(s.stop_reason)}};
+  if (!s.logprobs.is_null()) j["logprobs"] = s.logprobs;
+  return j;
+}
+
+json metrics_json(const engine::RequestMetrics& m) {
+  return {{"queue_time", m.queue_time},
+          {"time_to_first_token", m.time_to_first_token},
+          {"prefill_time", m.prefill_time},
+          {"decode_time", m.decode_time},
+          {"e2e_time", m.e2e_time},
+          {"prompt_tokens", m.n_prompt_tokens},
+          {"cached_tokens", m.n_cached_tokens},
+          {"generated_tokens", m.n_generated_tokens},
+          {"preemptions", m.n_preemptions}};
+}
+
+void print_progress(size_t done, size_t total, double elapsed, int64_t generated) {
+  const int width = 30;
+  const int filled = total ? static_cast<int>(width * done / total) : width;
+  fmt::print(stderr, "\r[{}{}] {}/{} requests  {:.1f} s  {:.1f} gen tok/s",
+             std::string(filled, '#'), std::string(width - filled, '.'), done, total, elapsed,
+             elapsed > 0 ? generated / elapsed : 0.0);
+  std::fflush(stderr);
+}
+
+int run_batch(const BatchOptions& opts) {
+  std::ifstream in(opts.input);
+  if (!in) throw Error(Error::Kind::kIo, fmt::format("{}: cannot open", opts.input));
+  std::ofstream out(opts.output);
+  if (!out) throw Error(Error::Kind::kIo, fmt::format("{}: cannot write", opts.output));
+
+  auto path = resolve_model(opts.model, opts.cache_dir);
+  gguf::GgufFile file = gguf::GgufFile::open(path);
+  tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(file);
+  engine::Engine eng(file, tok, opts.engine.to_config());
+  const bool progress = opts.progress && isatty(fileno(stderr));
+  print_kv_pool(eng, stderr);
+
+  std::vector<LineResult> results;
+  std::string text;
+  while (std::getline(in, text)) {
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    LineResult& lr = results.emplace_back();
+    try {
+      json line = json::parse(text);
+      if (line.is_object() && line.contains("id")) lr.id = line["id"];
+      engine::GenerationRequest req = parse_line(line, file, tok);
+      lr.n_prompt = static_cast<int32_t>(req.prompt.size());
+      lr.want_logprobs = req.sampling.logprobs;
+      lr.samples.resize(static_cast<size_t>(std::max(req.n, 1)));
+      const size_t slot = results.size() - 1;
+      eng.add_request(std::move(req), [&results, slot](const engine::RequestOutput& o) {
+        LineResult& r = results[slot];
+        SampleResult& s = r.samples.at(static_cast<size_t>(o.index));
+        s.text += o.text;
+        for (const auto& t : o.tokens) {
+          s.token_ids.push_back(t.id);
+          if (r.want_logprobs) {
+            if (s.logprobs.is_null()) s.logprobs = json::array();
+            json top = json::array();
+            for (const auto& alt : t.top_logprobs)
+              top.push_back({{"id", alt.token}, {"logprob", alt.logprob}});
+            s.logprobs.push_back({{"id", t.id}, {"logprob", t.logprob}, {"top_logprobs", top}});
+          }
+        }
+        if (o.finished) {
+          s.finish_reason = engine::finish_reason_name(o.finish_reason);
+          s.stop_reason = o.stop_reason;
+        }
+        if (o.request_finished) {
+          r.metrics = o.metrics;
+          r.done = true;
+        }
+      });
+    } catch (const nlohmann::json::exception& e) {
+      lr.error = fmt::format("line {}: invalid JSON: {}", results.size(), e.what());
+    } catch (const Error& e) {
+      lr.error = fmt::format("line {}: {}", results.size(), e.what());
+    }
+  }
+
+  auto t0 = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  size_t n_done = 0;
+  for (const auto& r : results) n_done += r.error ? 1 : 0;
+  double last_print = -1.0;
+  while (eng.has_unfinished()) {
+    eng.step();
+    if (progress && elapsed() - last_print > 0.25) {
+      size_t done = 0;
+      for (const auto& r : results) done += (r.error || r.done) ? 1 : 0;
+      print_progress(done, results.size(), elapsed(), eng.stats().generation_tokens_total);
+      last_print = elapsed();
+    }
+  }
+  const double wall = elapsed();
+  const engine::EngineStats stats = eng.stats();
+  if (opts.progress)
+    print_progress(results.size(), results.size(), wall, stats.generation_tokens_total);
+  (void)n_done;
+
+  size_t n_errors = 0;
+  int64_t n_prompt = 0;
+  int64_t n_gen = 0;
+  for (const LineResult& r : results) {
+    json j = {{"id", r.id}};
+    if (r.error) {
+      ++n_errors;
+      j["error"] = {{"message", *r.error}, {"type", "invalid_request_error"}};
+    } else {
+      json outs = json::array();
+      for (size_t i = 0; i < r.samples.size(); ++i) outs.push_back(sample_json(r.samples[i], i));
+      j["outputs"] = std::move(outs);
+      j["prompt_tokens"] = r.n_prompt;
+      j["metrics"] = metrics_json(r.metrics);
+      n_prompt += r.n_prompt;
+      n_gen += r.metrics.n_generated_tokens;
+    }
+    out << j.dump() << '\n';
+  }
+  json summary = {
+      {"requests", results.size()},
+      {"errors", n_errors},
+      {"elapsed_s", wall},
+      {"prompt_tokens", n_prompt},
+      {"generated_tokens", n_gen},
+      {"requests_per_s", wall > 0 ? static_cast<double>(results.size() - n_errors) / wall : 0.0},
+      {"prompt_tokens_per_s", wall > 0 ? static_cast<double>(n_prompt) / wall : 0.0},
+      {"generation_tokens_per_s", wall > 0 ? static_cast<double>(n_gen) / wall : 0.0},
+      {"prefix_cache_hit_rate",
+       stats.prefix_queries > 0
+           ? static_cast<double>(stats.prefix_hits) / static_cast<double>(stats.prefix_queries)
+           : 0.0},
+      {"preemptions", stats.n_preemptions},
+      {"steps", stats.n_steps}};
+  fmt::print(stderr,
+             "\n[llmserve batch] {} requests ({} refused) in {:.2f} s: {:.2f} req/s, prompt {:.1f} "
+             "tok/s, generation {:.1f} tok/s, prefix-cache hits {:.1f} %, {} preemptions\n",
+             results.size(), n_errors, wall, summary["requests_per_s"].get<double>(),
+             summary["prompt_tokens_per_s"].get<double>(),
+             summary["generation_tokens_per_s"].get<double>(),
+             100.0 * summary["prefix_cache_hit_rate"].get<double>(), stats.n_preemptions);
+  if (!opts.summary_json.empty()) {
+    std::ofstream(opts.summary_json) << summary.dump(2) << '\n';
+  }
+  return 0;  // refused lines are reported on their own output line
+}
+
+}  // namespace
+
+void add_batch_command(CLI::App& app, int& exit_code) {
+  auto opts = std::make_shared<BatchOptions>();
+  auto* cmd =
+      app.add_subcommand("batch", "Run a JSONL file of requests offline with continuous batching");
+  cmd->add_option("-m,--model", opts->model, "GGUF file or registered model (default: default)");
+  cmd->add_option("--input", opts->input, "Input JSONL: one request per line")->required();
+  cmd->add_option("--output", opts->output, "Output JSONL: one result per line, input order")
+      ->required();
+  cmd->add_option("--summary-json", opts->summary_json, "Also write the throughput summary here");
+  cmd->add_flag("!--no-progress", opts->progress, "No progress bar");
+  cmd->add_option("--cache-dir", opts->cache_dir, "Cache root for registered models");
+  add_engine_options(*cmd, opts->engine);
+  cmd->callback([opts, &exit_code] { exit_code = run_batch(*opts); });
+}
+
+}  // namespace llms::cli

@@ -1,0 +1,266 @@
+// `llmserve bench-engine`: the serving engine's speed on this machine, as JSON.
+//
+// Three measurements, each in one run so the ratios hold:
+//  - batched generation: for each concurrency c, c requests of --prompt-len random tokens and
+//    --gen-len generated tokens (greedy, EOS ignored) are added at once; prompt throughput is
+//    c x prompt-len over the time until every sequence has its first token, generation
+//    throughput is the tokens generated after that over the time they took (as
+//    llama-batched-bench's S_TG), so the figures compare with PEERS.md;
+//  - prefix caching: a --prefix-len shared system prompt followed by --questions different
+//    questions, one request at a time: TTFT of the first (cold) against the mean of the others
+//    (warm, prefix-cache hits);
+//  - KV waste: allocated token slots minus the slots holding tokens, over allocated, sampled at
+//    the end of a run of mixed-length requests.
+#include "bench_engine_command.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine_options.h"
+#include "gguf/gguf_file.h"
+#include "model_registry.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace llms::cli {
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct BenchEngineOptions {
+  std::string model = "default";
+  std::string cache_dir;
+  std::string concurrency = "1,4,16,32,64";
+  int32_t prompt_len = 128;
+  int32_t gen_len = 64;
+  int32_t prefix_len = 1024;
+  int32_t questions = 32;
+  int32_t waste_requests = 48;
+  bool skip_prefix = false;
+  bool skip_waste = false;
+  EngineOptions engine;
+};
+
+double now_s() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
+
+std::vector<int32_t> random_tokens(std::mt19937_64& rng, int32_t n, int32_t n_vocab) {
+  // Ordinary tokens of the vocabulary's first part (avoids control tokens at the end).
+  std::uniform_int_distribution<int32_t> d(100, std::max(101, std::min(n_vocab, 100000) - 1));
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (auto& t : ids) t = d(rng);
+  return ids;
+}
+
+engine::GenerationRequest make_request(std::vector<int32_t> prompt, int32_t max_tokens) {
+  engine::GenerationRequest r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0.0f;
+  return r;
+}
+
+json bench_concurrency(engine::Engine& eng, int32_t c, const BenchEngineOptions& o,
+                       std::mt19937_64& rng) {
+  int32_t n_first = 0;
+  double t_all_first = 0.0;
+  int64_t tokens_at_all_first = 0;
+  const double t0 = now_s();
+  for (int32_t i = 0; i < c; ++i) {
+    eng.add_request(make_request(random_tokens(rng, o.prompt_len, eng.n_vocab()), o.gen_len),
+                    nullptr);
+  }
+  // First tokens are counted by watching the generation counter per step: every sequence's
+  // first token arrives in the step that ends its prefill.
+  const int64_t gen_before = eng.stats().generation_tokens_total;
+  while (eng.has_unfinished()) {
+    eng.step();
+    const engine::EngineStats s = eng.stats();
+    if (t_all_first == 0.0 && s.n_waiting == 0) {
+      // Every sequence is admitted; the first tokens are in once each has produced one.
+      const int64_t generated = s.generation_tokens_total - gen_before;
+      if (generated >= c && n_first == 0) {
+        n_first = c;
+        t_all_first = now_s();
+        tokens_at_all_first = generated;
+      }
+    }
+  }
+  const double t_end = now_s();
+  const int64_t generated = eng.stats().generation_tokens_total - gen_before;
+  if (t_all_first == 0.0) t_all_first = t_end;
+  const double prompt_s = t_all_first - t0;
+  const double gen_s = t_end - t_all_first;
+  json j;
+  j["concurrency"] = c;
+  j["prompt_tokens"] = static_cast<int64_t>(c) * o.prompt_len;
+  j["generated_tokens"] = generated;
+  j["prompt_phase_s"] = prompt_s;
+  j["generation_phase_s"] = gen_s;
+  j["prompt_tokens_per_s"] = prompt_s > 0 ? static_cast<double>(c) * o.prompt_len / prompt_s : 0.0;
+  j["generation_tokens_per_s"] =
+      gen_s > 0 ? static_cast<double>(generated - tokens_at_all_first) / gen_s : 0.0;
+  j["total_s"] = t_end - t0;
+  return j;
+}
+
+json bench_prefix(engine::Engine& eng, const BenchEngineOptions& o, std::mt19937_64& rng) {
+  const std::vector<int32_t> prefix = random_tokens(rng, o.prefix_len, eng.n_vocab());
+  std::vector<double> ttft;
+  std::vector<int32_t> cached;
+  for (int32_t q = 0; q <= o.questions; ++q) {
+    std::vector<int32_t> prompt = prefix;
+    auto question = random_tokens(rng, 24, eng.n_vocab());
+    prompt.insert(prompt.end(), question.begin(), question.end());
+    double t = 0.0;
+    int32_t n_cached = 0;
+    eng.add_request(make_request(std::move(prompt), 1), [&](const engine::RequestOutput& out) {
+      if (out.request_finished) {
+        t = out.metrics.time_to_first_token;
+        n_cached = out.metrics.n_cached_tokens;
+      }
+    });
+    while (eng.has_unfinished()) eng.step();
+    ttft.push_back(t);
+    cached.push_back(n_cached);
+  }
+  double warm = 0.0;
+  for (size_t i = 1; i < ttft.size(); ++i) warm += ttft[i];
+  warm /= std::max<size_t>(1, ttft.size() - 1);
+  json j;
+  j["prefix_tokens"] = o.prefix_len;
+  j["questions"] = o.questions;
+  j["cold_ttft_s"] = ttft[0];
+  j["warm_ttft_mean_s"] = warm;
+  j["cold_over_warm"] = warm > 0 ? ttft[0] / warm : 0.0;
+  j["warm_cached_tokens"] = cached.size() > 1 ? cached[1] : 0;
+  return j;
+}
+
+json bench_waste(engine::Engine& eng, const BenchEngineOptions& o, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int32_t> plen(16, 700);
+  std::uniform_int_distribution<int32_t> glen(8, 96);
+  for (int32_t i = 0; i < o.waste_requests; ++i) {
+    eng.add_request(make_request(random_tokens(rng, plen(rng), eng.n_vocab()), glen(rng)), nullptr);
+  }
+  double sum = 0.0;
+  int64_t n = 0;
+  double worst = 0.0;
+  while (eng.has_unfinished()) {
+    eng.step();
+    if (!eng.has_unfinished()) break;
+    const double w = eng.kv_waste();
+    sum += w;
+    worst = std::max(worst, w);
+    ++n;
+  }
+  json j;
+  j["requests"] = o.waste_requests;
+  j["mean_waste_fraction"] = n ? sum / static_cast<double>(n) : 0.0;
+  j["max_waste_fraction"] = worst;
+  j["steps"] = n;
+  return j;
+}
+
+int run_bench_engine(const BenchEngineOptions& o) {
+  auto path = resolve_model(o.model, o.cache_dir);
+  gguf::GgufFile file = gguf::GgufFile::open(path);
+  tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(file);
+  std::vector<int32_t> levels;
+  {
+    std::stringstream ss(o.concurrency);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      if (item.empty()) continue;
+      int32_t c = 0;
+      try {
+        c = std::stoi(item);
+      } catch (const std::exception&) {
+        c = 0;
+      }
+      if (c < 1 || c > 4096) {
+        throw Error(Error::Kind::kInvalidArgument,
+                    fmt::format("--concurrency: '{}' is not a count in [1, 4096]", item));
+      }
+      levels.push_back(c);
+    }
+  }
+  EngineOptions eo = o.engine;
+  const int32_t top = levels.empty() ? 1 : *std::max_element(levels.begin(), levels.end());
+  eo.max_num_seqs = std::max(eo.max_num_seqs, top);
+  engine::Engine eng(file, tok, eo.to_config());
+  print_kv_pool(eng, stderr);
+  std::mt19937_64 rng(42);
+
+  json report;
+  report["model"] = path.filename().string();
+  report["max_num_seqs"] = eo.max_num_seqs;
+  report["max_num_batched_tokens"] = eo.max_num_batched_tokens;
+  report["kv_blocks"] = eng.kv_pool().n_blocks;
+  json runs = json::array();
+  for (int32_t c : levels) {
+    fmt::print(stderr, "concurrency {} ...\n", c);
+    runs.push_back(bench_concurrency(eng, c, o, rng));
+  }
+  report["batched_generation"] = runs;
+  for (const auto& r : runs) {
+    if (r["concurrency"] == 1) {
+      const double single = r["generation_tokens_per_s"].get<double>();
+      json ratios = json::object();
+      for (const auto& q : runs) {
+        ratios[std::to_string(q["concurrency"].get<int>())] =
+            single > 0 ? q["generation_tokens_per_s"].get<double>() / single : 0.0;
+      }
+      report["generation_over_single_sequence"] = ratios;
+    }
+  }
+  if (!o.skip_prefix) {
+    fmt::print(stderr, "prefix caching ...\n");
+    report["prefix_caching"] = bench_prefix(eng, o, rng);
+  }
+  if (!o.skip_waste) {
+    fmt::print(stderr, "kv waste ...\n");
+    report["kv_waste"] = bench_waste(eng, o, rng);
+  }
+  std::printf("%s\n", report.dump(2).c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_engine_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<BenchEngineOptions>();
+  auto* cmd = app.add_subcommand(
+      "bench-engine", "Serving-engine speed: batched generation, prefix caching, KV waste (JSON)");
+  cmd->add_option("-m,--model", o->model, "GGUF file or registered model (default: default)");
+  cmd->add_option("--concurrency", o->concurrency, "Comma-separated concurrency levels")
+      ->capture_default_str();
+  cmd->add_option("--prompt-len", o->prompt_len, "Prompt tokens per request")
+      ->capture_default_str();
+  cmd->add_option("--gen-len", o->gen_len, "Generated tokens per request")->capture_default_str();
+  cmd->add_option("--prefix-len", o->prefix_len, "Shared system-prompt tokens")
+      ->capture_default_str();
+  cmd->add_option("--questions", o->questions, "Requests after the cold one")
+      ->capture_default_str();
+  cmd->add_option("--waste-requests", o->waste_requests, "Requests in the KV-waste run")
+      ->capture_default_str();
+  cmd->add_flag("--skip-prefix", o->skip_prefix, "Skip the prefix-caching measurement");
+  cmd->add_flag("--skip-waste", o->skip_waste, "Skip the KV-waste measurement");
+  cmd->add_option("--cache-dir", o->cache_dir, "Cache root for registered models");
+  add_engine_options(*cmd, o->engine);
+  cmd->callback([o, &exit_code] { exit_code = run_bench_engine(*o); });
+}
+
+}  // namespace llms::cli

@@ -1,0 +1,70 @@
+#include "engine_options.h"
+
+#include <fmt/core.h>
+
+#include "util/byte_size.h"
+#include "util/error.h"
+
+namespace llms::cli {
+
+engine::EngineConfig EngineOptions::to_config() const {
+  engine::EngineConfig c;
+  c.block_size = block_size;
+  if (!kv_cache_memory.empty()) {
+    auto bytes = parse_byte_size(kv_cache_memory);
+    if (!bytes || *bytes == 0 || *bytes > (uint64_t{1} << 46)) {
+      throw Error(
+          Error::Kind::kInvalidArgument,
+          fmt::format("--kv-cache-memory: '{}' is not a byte size such as 2GiB", kv_cache_memory));
+    }
+    c.kv_cache_memory = static_cast<int64_t>(*bytes);
+  }
+  c.kv_memory_fraction = kv_memory_fraction;
+  c.enable_prefix_caching = enable_prefix_caching;
+  c.n_threads = threads;
+  c.scheduler.max_num_seqs = max_num_seqs;
+  c.scheduler.max_num_batched_tokens = max_num_batched_tokens;
+  c.scheduler.max_model_len = max_model_len;
+  c.scheduler.long_prefill_token_threshold = long_prefill_token_threshold;
+  if (scheduling_policy == "fcfs") {
+    c.scheduler.policy = sched::Policy::kFcfs;
+  } else if (scheduling_policy == "priority") {
+    c.scheduler.policy = sched::Policy::kPriority;
+  } else {
+    throw Error(
+        Error::Kind::kInvalidArgument,
+        fmt::format("--scheduling-policy: '{}' is not fcfs or priority", scheduling_policy));
+  }
+  return c;
+}
+
+void add_engine_options(CLI::App& cmd, EngineOptions& o) {
+  cmd.add_option("--block-size", o.block_size, "KV block size in tokens")->capture_default_str();
+  cmd.add_option("--kv-cache-memory", o.kv_cache_memory, "KV pool size in bytes (e.g. 2GiB)");
+  cmd.add_option("--kv-memory-fraction", o.kv_memory_fraction,
+                 "Without --kv-cache-memory: this fraction of available memory")
+      ->capture_default_str();
+  cmd.add_option("--max-num-seqs", o.max_num_seqs, "Sequences per step")->capture_default_str();
+  cmd.add_option("--max-num-batched-tokens", o.max_num_batched_tokens, "Tokens per step")
+      ->capture_default_str();
+  cmd.add_option("--max-model-len", o.max_model_len, "Context length (default: the model's)");
+  cmd.add_option("--long-prefill-token-threshold", o.long_prefill_token_threshold,
+                 "Largest prefill chunk per sequence per step (0: the token budget)");
+  cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o.enable_prefix_caching,
+               "Automatic prefix caching (on by default)");
+  cmd.add_option("--scheduling-policy", o.scheduling_policy, "fcfs or priority")
+      ->capture_default_str();
+  cmd.add_option("-t,--threads", o.threads, "Compute threads (default: physical cores)");
+}
+
+void print_kv_pool(const engine::Engine& engine, std::FILE* out) {
+  const engine::KvPoolInfo& p = engine.kv_pool();
+  fmt::print(out,
+             "KV cache: {} blocks x {} tokens = {} tokens ({}); up to {} sequences at the full "
+             "context ({} tokens), {} at 2k tokens\n",
+             p.n_blocks, p.block_size, static_cast<int64_t>(p.n_blocks) * p.block_size,
+             format_bytes(static_cast<uint64_t>(p.bytes)), p.max_seqs_at_model_len, p.max_model_len,
+             p.max_seqs_at_2k);
+}
+
+}  // namespace llms::cli

@@ -1,0 +1,34 @@
+// cli/engine_options: the engine flags shared by batch, serve and bench-engine, named like
+// vLLM's where they mean the same.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+#include "engine/engine.h"
+
+namespace llms::cli {
+
+struct EngineOptions {
+  int32_t block_size = 16;
+  std::string kv_cache_memory;  // bytes with an optional unit ("2GiB"); empty: a fraction
+  double kv_memory_fraction = 0.25;
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 512;
+  int64_t max_model_len = 0;
+  int32_t long_prefill_token_threshold = 0;
+  bool enable_prefix_caching = true;
+  std::string scheduling_policy = "fcfs";
+  int threads = 0;
+
+  // Throws llms::Error(kInvalidArgument) naming the flag that is wrong.
+  engine::EngineConfig to_config() const;
+};
+
+void add_engine_options(CLI::App& cmd, EngineOptions& opts);
+
+// "KV cache: N blocks x 16 tokens = T tokens (B); up to S sequences at L tokens, S2 at 2k".
+void print_kv_pool(const engine::Engine& engine, std::FILE* out);
+
+}  // namespace llms::cli
