@@ -10,7 +10,8 @@
 //    to the text (Metaspace) unless `tokenizer.ggml.add_space_prefix` is false.
 //
 // Control tokens (type 3) and the named special tokens (BOS/EOS/UNK/PAD) are "special": their
-// text in the input is recognised only with EncodeOptions::parse_special (template scaffolding);
+// text in the input is recognised only with EncodeOptions::parse_special, or only at chosen
+// offsets with encode_with_special_at (a chat prompt's template scaffolding, chat_prompt.h);
 // otherwise a user who types "<|im_end|>" gets those characters. User-defined tokens (type 4,
 // e.g. "<tool_call>", Gemma's "<table>" and newline runs) are always recognised, as in HF.
 //
