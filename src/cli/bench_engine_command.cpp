@@ -74,32 +74,29 @@ engine::GenerationRequest make_request(std::vector<int32_t> prompt, int32_t max_
 
 json bench_concurrency(engine::Engine& eng, int32_t c, const BenchEngineOptions& o,
                        std::mt19937_64& rng) {
-  int32_t n_first = 0;
+  // The generation phase starts when every sequence has its first token (counted per request
+  // from its own outputs: running sequences decode while later ones still prefill).
+  int32_t n_with_first = 0;
+  int64_t n_generated = 0;
   double t_all_first = 0.0;
   int64_t tokens_at_all_first = 0;
   const double t0 = now_s();
   for (int32_t i = 0; i < c; ++i) {
     eng.add_request(make_request(random_tokens(rng, o.prompt_len, eng.n_vocab()), o.gen_len),
-                    nullptr);
+                    [&, seen = false](const engine::RequestOutput& out) mutable {
+                      n_generated += static_cast<int64_t>(out.tokens.size());
+                      if (!seen && !out.tokens.empty()) {
+                        seen = true;
+                        if (++n_with_first == c) {
+                          t_all_first = now_s();
+                          tokens_at_all_first = n_generated;
+                        }
+                      }
+                    });
   }
-  // First tokens are counted by watching the generation counter per step: every sequence's
-  // first token arrives in the step that ends its prefill.
-  const int64_t gen_before = eng.stats().generation_tokens_total;
-  while (eng.has_unfinished()) {
-    eng.step();
-    const engine::EngineStats s = eng.stats();
-    if (t_all_first == 0.0 && s.n_waiting == 0) {
-      // Every sequence is admitted; the first tokens are in once each has produced one.
-      const int64_t generated = s.generation_tokens_total - gen_before;
-      if (generated >= c && n_first == 0) {
-        n_first = c;
-        t_all_first = now_s();
-        tokens_at_all_first = generated;
-      }
-    }
-  }
+  while (eng.has_unfinished()) eng.step();
   const double t_end = now_s();
-  const int64_t generated = eng.stats().generation_tokens_total - gen_before;
+  const int64_t generated = n_generated;
   if (t_all_first == 0.0) t_all_first = t_end;
   const double prompt_s = t_all_first - t0;
   const double gen_s = t_end - t_all_first;
