@@ -14,6 +14,7 @@
 #include "pull_command.h"
 #include "run_command.h"
 #include "serve_command.h"
+#include "tiny_model_command.h"
 #include "tokenize_command.h"
 #include "util/error.h"
 
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   llms::cli::add_bench_command(app, exit_code);
   llms::cli::add_bench_tokenizer_command(app, exit_code);
   llms::cli::add_tokenize_command(app, exit_code);
+  llms::cli::add_tiny_model_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

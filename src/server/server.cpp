@@ -35,6 +35,10 @@ void Server::Impl::do_accept() {
       asio::make_strand(*ioc), [this](boost::system::error_code ec, tcp::socket socket) {
         if (ec == asio::error::operation_aborted || !acceptor || !acceptor->is_open()) return;
         if (!ec && !draining.load()) {
+          // SSE sends one small chunk per token: without TCP_NODELAY, Nagle's algorithm holds
+          // each chunk until the client's (delayed) ACK of the previous one arrives.
+          boost::system::error_code ignored;
+          socket.set_option(tcp::no_delay(true), ignored);
           start_session(self.lock(), std::move(socket));
         }
         do_accept();

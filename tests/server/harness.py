@@ -29,9 +29,9 @@ class Server:
     """One `llmserve serve` process. Use as a context manager; stop() sends SIGTERM and returns the
     exit status."""
 
-    def __init__(self, binary, *extra, name="qwen", env=None):
+    def __init__(self, binary, *extra, name="qwen", env=None, model=None):
         self.name = name
-        args = [binary, "serve", "-m", MODEL, "--port", "0", "--served-model-name", name,
+        args = [binary, "serve", "-m", model or MODEL, "--port", "0", "--served-model-name", name,
                 "--max-model-len", "1024", "--kv-cache-memory", "256MiB"] + list(extra)
         self.proc = subprocess.Popen(args, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                      text=True, env=env)
