@@ -23,6 +23,7 @@
 
 #include "gguf/gguf_file.h"
 #include "jinja/chat_template.h"
+#include "model_dir.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -33,14 +34,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 using tokenizer::Tokenizer;
 
-std::filesystem::path model_dir() {
-  if (const char* dir = std::getenv("LLMS_MODEL_DIR"); dir && *dir) return dir;
-  if (const char* cache = std::getenv("LLMSERVE_CACHE"); cache && *cache) {
-    return std::filesystem::path(cache) / "models";
-  }
-  const char* home = std::getenv("HOME");
-  return std::filesystem::path(home ? home : "/tmp") / ".cache" / "llmserve" / "models";
-}
+using testing::model_dir;
 
 std::filesystem::path chat_data_dir() {
 #ifdef LLMS_TEST_DATA_DIR

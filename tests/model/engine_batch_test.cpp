@@ -1,7 +1,7 @@
 // Batch invariance of the serving engine on the real 0.5B model: with greedy sampling, each
-// request produces the same tokens alone as among up to 23 others (7 under ASan), with chunked prefill,
-// prefix-cache hits and preemption happening during the shared run. A divergence is accepted
-// only where the lone run's top two tokens are within a near-tie margin (reported).
+// request produces the same tokens alone as among up to 23 others (7 under ASan), with chunked
+// prefill, prefix-cache hits and preemption happening during the shared run. A divergence is
+// accepted only where the lone run's top two tokens are within a near-tie margin (reported).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -11,6 +11,7 @@
 
 #include "engine/engine.h"
 #include "gguf/gguf_file.h"
+#include "model_dir.h"
 #include "tokenizer/tokenizer.h"
 
 namespace llms {
@@ -23,14 +24,7 @@ namespace {
 #endif
 
 std::filesystem::path default_model() {
-  std::filesystem::path dir;
-  if (const char* cache = std::getenv("LLMSERVE_CACHE"); cache && *cache) {
-    dir = std::filesystem::path(cache) / "models";
-  } else {
-    const char* home = std::getenv("HOME");
-    dir = std::filesystem::path(home ? home : "/tmp") / ".cache" / "llmserve" / "models";
-  }
-  return dir / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
+  return testing::model_dir() / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
 }
 
 engine::GenerationRequest greedy(std::vector<int32_t> prompt, int32_t max_tokens) {

@@ -9,18 +9,12 @@
 #include "gguf/gguf_file.h"
 #include "kv/kv_budget.h"
 #include "model/model_config.h"
+#include "model_dir.h"
 
 namespace llms {
 namespace {
 
-std::filesystem::path model_dir() {
-  if (const char* dir = std::getenv("LLMS_MODEL_DIR"); dir && *dir) return dir;
-  if (const char* cache = std::getenv("LLMSERVE_CACHE"); cache && *cache) {
-    return std::filesystem::path(cache) / "models";
-  }
-  const char* home = std::getenv("HOME");
-  return std::filesystem::path(home ? home : "/tmp") / ".cache" / "llmserve" / "models";
-}
+using testing::model_dir;
 
 struct Expected {
   const char* file;

@@ -13,13 +13,13 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "gguf/gguf_file.h"
+#include "model_dir.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -27,20 +27,12 @@
 namespace llms {
 namespace {
 
-
 using tokenizer::DecodeOptions;
 using tokenizer::EncodeOptions;
 using tokenizer::Tokenizer;
 using Json = nlohmann::json;
 
-std::filesystem::path model_dir() {
-  if (const char* dir = std::getenv("LLMS_MODEL_DIR"); dir && *dir) return dir;
-  if (const char* cache = std::getenv("LLMSERVE_CACHE"); cache && *cache) {
-    return std::filesystem::path(cache) / "models";
-  }
-  const char* home = std::getenv("HOME");
-  return std::filesystem::path(home ? home : "/tmp") / ".cache" / "llmserve" / "models";
-}
+using testing::model_dir;
 
 std::filesystem::path data_dir() {
 #ifdef LLMS_TEST_DATA_DIR
@@ -246,7 +238,6 @@ INSTANTIATE_TEST_SUITE_P(
       }
       return name;
     });
-
 
 }  // namespace
 }  // namespace llms

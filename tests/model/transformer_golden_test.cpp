@@ -18,20 +18,14 @@
 #include "kv/step_batch.h"
 #include "model/kv_storage.h"
 #include "model/transformer.h"
+#include "model_dir.h"
 
 namespace llms {
 namespace {
 
 using nlohmann::json;
 
-std::filesystem::path model_dir() {
-  if (const char* dir = std::getenv("LLMS_MODEL_DIR"); dir && *dir) return dir;
-  if (const char* cache = std::getenv("LLMSERVE_CACHE"); cache && *cache) {
-    return std::filesystem::path(cache) / "models";
-  }
-  const char* home = std::getenv("HOME");
-  return std::filesystem::path(home ? home : "/tmp") / ".cache" / "llmserve" / "models";
-}
+using testing::model_dir;
 
 struct Case {
   const char* golden;  // file under tests/data/logits
