@@ -9,8 +9,9 @@
 // (32 * sum_k sc_k * B_k) come from the activation's bsums. Per pair and super-block the
 // integers are then scaled in f32, in the same order in every tile shape.
 //
-// Q6_K's GEMM has its own tile (q6k_gemm_tile, 1 weight row x 32 activation rows against
-// interleaved ActQ8Kx8 groups, no horizontal sums), with the same integers and final fma.
+// The GEMMs have their own tiles (q6k_gemm_tile, q45k_gemm_tile: 1 weight row x 32 activation
+// rows against interleaved ActQ8Kx8 groups, no horizontal sums), with the GEMV's integers and
+// final f32 operations, so a GEMM row equals the GEMV of that row bit for bit.
 #include <cmath>
 #include <cstring>
 
@@ -177,8 +178,6 @@ void tile(const Tile& t) {
 }
 
 constexpr int kGemvRows = 2;
-constexpr int kGemmRows = 2;
-constexpr int kGemmCols = 3;
 
 // ---- Q6_K GEMM against interleaved activations (ActQ8Kx8) ----
 //
@@ -191,7 +190,7 @@ constexpr int kGemmCols = 3;
 // 32 * sum_k sc_k * bsums_k, 8 vpmaddwd on interleaved bsum pairs. The integer per (row,
 // activation row, super-block) is the GEMV's exactly, and the f32 step is the same fma.
 constexpr int kQ6GemmRows = 1;
-constexpr int kQ6GemmGroups = 4;
+constexpr int kGemmGroups = 4;
 
 template <int R, int NG>
 void q6k_gemm_tile(const Tile& t) {
@@ -298,7 +297,99 @@ void q6k_gemm_dispatch(const Tile& t) {
   q6k_gemm_tile<R, NG>(t);
 }
 
-void q6k_gemm(const Tile& t) { q6k_gemm_dispatch<kQ6GemmRows, kQ6GemmGroups>(t); }
+void q6k_gemm(const Tile& t) { q6k_gemm_dispatch<kQ6GemmRows, kGemmGroups>(t); }
+
+// ---- Q4_K / Q5_K GEMM against interleaved activations (ActQ8Kx8) ----
+//
+// Tile: 1 weight row x NG groups of 8 activation rows, as q6k_gemm_tile. Per super-block the
+// row is unpacked once to 256 unsigned bytes (0..15 / 0..31) on the stack. Per sub-block j (32
+// values = 4-byte groups 8j..8j+7) the 8 broadcast weight groups stay in registers for the NG
+// activation groups; vpmaddubsw products are summed in int16 (Q4_K: all 8, 8 * 2 * 15 * 128 <
+// 2^15; Q5_K: 4 at a time, 4 * 2 * 31 * 128 < 2^15), then vpmaddwd by scale_j gives int32. The
+// min term is sum_j min_j * (bsums[2j] + bsums[2j+1]): one vpmaddwd per j on the interleaved
+// bsum pair against (min_j, min_j). Integers and the f32 step are the GEMV's (Q45K::accumulate).
+template <bool kFiveBit, int NG>
+void q45k_gemm_tile(const Tile& t) {
+  using F = Q45K<kFiveBit>;
+  constexpr int kSum16 = kFiveBit ? 4 : 8;
+  const int64_t n_blocks = t.n_cols / quant::kQK_K;
+  const size_t group_stride = 8 * t.a_stride;
+  __m256 acc[NG];
+  for (int g = 0; g < NG; ++g) acc[g] = _mm256_setzero_ps();
+  alignas(32) uint8_t w[quant::kQK_K];
+  const __m256 sign_bit = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* block = t.w + b * F::kBytes;
+    typename F::Prep prep;
+    F::prepare(block, &prep);
+    for (int j = 0; j < 8; ++j) {
+      __m256i q;
+      __m256i unused;
+      F::group(prep, j, &q, &unused);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(w + 32 * j), q);
+    }
+    const ActQ8Kx8* a[NG];
+    __m256i isum[NG];
+    __m256i summ[NG];
+    for (int g = 0; g < NG; ++g) {
+      a[g] = reinterpret_cast<const ActQ8Kx8*>(t.a + g * group_stride) + b;
+      isum[g] = _mm256_setzero_si256();
+      summ[g] = _mm256_setzero_si256();
+    }
+    for (int j = 0; j < 8; ++j) {
+      __m256i wb[8];
+      for (int u = 0; u < 8; ++u) wb[u] = broadcast_u32(w + 32 * j + 4 * u);
+      const __m256i scale = _mm256_set1_epi16(prep.sm.scale[j]);
+      for (int g = 0; g < NG; ++g) {
+        const auto* ag = reinterpret_cast<const __m256i*>(a[g]->qs[8 * j]);
+        for (int u0 = 0; u0 < 8; u0 += kSum16) {
+          __m256i s16 = _mm256_maddubs_epi16(wb[u0], _mm256_load_si256(ag + u0));
+          for (int u = u0 + 1; u < u0 + kSum16; ++u) {
+            s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(wb[u], _mm256_load_si256(ag + u)));
+          }
+          isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(s16, scale));
+        }
+      }
+    }
+    // The min terms in a loop of their own: inside the one above they spilled its accumulators.
+    for (int j = 0; j < 8; ++j) {
+      const __m256i min = _mm256_set1_epi16(prep.sm.min[j]);
+      for (int g = 0; g < NG; ++g) {
+        const __m256i bs = _mm256_load_si256(reinterpret_cast<const __m256i*>(a[g]->bsums[j]));
+        summ[g] = _mm256_add_epi32(summ[g], _mm256_madd_epi16(bs, min));
+      }
+    }
+    const __m256 d = _mm256_set1_ps(prep.d);
+    const __m256 dmin = _mm256_set1_ps(prep.dmin);
+    for (int g = 0; g < NG; ++g) {
+      const __m256 da = _mm256_load_ps(a[g]->d);
+      // acc + fma(d * da, sumi, -((dmin * da) * summ)), as Q45K::accumulate.
+      const __m256 m = _mm256_xor_ps(
+          _mm256_mul_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(summ[g])), sign_bit);
+      acc[g] = _mm256_add_ps(acc[g],
+                             _mm256_fmadd_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(isum[g]), m));
+    }
+  }
+  for (int g = 0; g < NG; ++g) {
+    const int n = t.n_a - 8 * g < 8 ? t.n_a - 8 * g : 8;
+    alignas(32) float out[8];
+    _mm256_store_ps(out, acc[g]);
+    for (int i = 0; i < n; ++i) t.y[(8 * g + i) * t.y_stride] = out[i];
+  }
+}
+
+template <bool kFiveBit, int NG>
+void q45k_gemm_dispatch(const Tile& t) {
+  if constexpr (NG > 1) {
+    if (t.n_a <= 8 * (NG - 1)) return q45k_gemm_dispatch<kFiveBit, NG - 1>(t);
+  }
+  q45k_gemm_tile<kFiveBit, NG>(t);
+}
+
+template <bool kFiveBit>
+void q45k_gemm(const Tile& t) {
+  q45k_gemm_dispatch<kFiveBit, kGemmGroups>(t);
+}
 
 template <class F, int kRows, int kCols>
 void dispatch(const Tile& t) {
@@ -316,20 +407,12 @@ void gemv(const Tile& t) {
   dispatch<F, kGemvRows, 1>(t);
 }
 
-template <class F>
-void gemm(const Tile& t) {
-  dispatch<F, kGemmRows, kGemmCols>(t);
-}
-
-template <class F>
-constexpr Kernel make() {
-  return Kernel{ActKind::kQ8K, kGemvRows, kGemmRows, kGemmCols, &gemv<F>, &gemm<F>};
-}
-
-constexpr Kernel kQ4_K = make<Q45K<false>>();
-constexpr Kernel kQ5_K = make<Q45K<true>>();
-constexpr Kernel kQ6_K{ActKind::kQ8Kx8,   kGemvRows,  kQ6GemmRows,
-                       8 * kQ6GemmGroups, &gemv<Q6K>, &q6k_gemm};
+constexpr Kernel kQ4_K{ActKind::kQ8Kx8, kGemvRows,          1,
+                       8 * kGemmGroups, &gemv<Q45K<false>>, &q45k_gemm<false>};
+constexpr Kernel kQ5_K{ActKind::kQ8Kx8, kGemvRows,         1,
+                       8 * kGemmGroups, &gemv<Q45K<true>>, &q45k_gemm<true>};
+constexpr Kernel kQ6_K{ActKind::kQ8Kx8, kGemvRows,  kQ6GemmRows,
+                       8 * kGemmGroups, &gemv<Q6K>, &q6k_gemm};
 
 }  // namespace
 

@@ -1,7 +1,6 @@
-// kernels/matmul_q8x8_avx2: AVX2 GEMV and GEMM tiles for Q4_0 and Q5_0 (32-element blocks with
-// a fixed offset, no min) against 8-bit activations (ActQ8 rows for GEMV, ActQ8x8 groups for
-// GEMM), and Q8_0's GEMV and GEMM, both on the 4-row tile below (ActQ8 rows): through the
-// interleaved GEMM its signed weights need a vpsignb per product, which measured no faster.
+// kernels/matmul_q8x8_avx2: AVX2 GEMV and GEMM tiles for Q4_0, Q5_0 (32-element blocks with a
+// fixed offset, no min) and Q8_0 (signed, no offset) against 8-bit activations (ActQ8 rows for
+// GEMV, ActQ8x8 groups for GEMM).
 //
 // Arithmetic (the same for every tile shape, so a GEMM row equals the GEMV of that row bit for
 // bit): per (weight row, activation row, block) the dot of the 32 integer weights with the 32
@@ -9,9 +8,8 @@
 // offset * sum(q_a), which ActQ8 carries, is subtracted), then
 //   acc = fma(float(idot), dw * da, acc)   block after block, in f32.
 //
-// GEMV (decode; Q8_0's GEMM too, 4 activation rows a tile): 4 weight rows at once; the 4 int32 dots
-// are reduced with vphaddd into one xmm, so the f32 scale and accumulate work is shared by the 4
-// rows.
+// GEMV (decode): 4 weight rows at once; the 4 int32 dots are reduced with vphaddd into one xmm,
+// so the f32 scale and accumulate work is shared by the 4 rows.
 //
 // GEMM (prefill, batched decode): a tile is 1 weight row x 32 activation rows (4 groups of 8;
 // measured faster than 2 x 16 and 4 x 8: the 8 broadcast weight groups stay in registers).
@@ -20,6 +18,7 @@
 // positions of 8 activation rows, and the 8 lanes of the int32 result are the 8 rows' dots: no
 // horizontal sums, and each weight block is unpacked once per 32 activation rows. Q4_0/Q5_0
 // products are small enough to sum 8 / 4 vpmaddubsw results in int16 before one vpmaddwd.
+// Q8_0 (q8_0_gemm_tile) needs |w| and a vpsignb per product, and a vpmaddwd per product.
 #include <cstring>
 
 #include "matmul_kernels.h"
@@ -50,7 +49,7 @@ struct Q5_0 {
   }
 };
 
-// Q8_0: signed weights, no offset; only the row tiles below (no interleaved GEMM).
+// Q8_0: signed weights, no offset (rows_tile for the GEMV; its own GEMM tile, q8_0_gemm_tile).
 struct Q8_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ8_0);
   static constexpr int32_t kOffset = 0;
@@ -190,10 +189,75 @@ void gemm_tile(const Tile& t) {
   }
 }
 
+// Q8_0 GEMM: 1 weight row x NG groups of 8 activation rows (ActQ8x8). Signed weights: per
+// 4-byte weight group j the broadcast w and |w| (one vpabsb, shared by the NG groups), then per
+// group vpmaddubsw(|w|, vpsignb(a, w)): |w| <= 128, |a| <= 127, so a pair sum is at most
+// 2 * 128 * 127 < 2^15, but two cannot be added in int16, hence one vpmaddwd per product.
+template <int R, int NG>
+void q8_0_gemm_tile(const Tile& t) {
+  const int64_t n_blocks = t.n_cols / quant::kQK;
+  const size_t group_stride = 8 * t.a_stride;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[R][NG];
+  for (int r = 0; r < R; ++r) {
+    for (int g = 0; g < NG; ++g) acc[r][g] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const ActQ8x8* a[NG];
+    __m256i isum[R][NG];
+    for (int g = 0; g < NG; ++g) {
+      a[g] = reinterpret_cast<const ActQ8x8*>(t.a + g * group_stride) + b;
+      for (int r = 0; r < R; ++r) isum[r][g] = _mm256_setzero_si256();
+    }
+    // Not unrolled: unrolled, GCC keeps all 32 products live and spills them before adding.
+#pragma GCC unroll 1
+    for (int j = 0; j < 8; ++j) {
+      __m256i wb[R];
+      __m256i wabs[R];
+      for (int r = 0; r < R; ++r) {
+        wb[r] = broadcast_group(t.w + r * t.w_stride + b * Q8_0::kBytes + 2, j);
+        wabs[r] = _mm256_abs_epi8(wb[r]);
+      }
+      for (int g = 0; g < NG; ++g) {
+        const __m256i av = _mm256_load_si256(reinterpret_cast<const __m256i*>(a[g]->qs[j]));
+        for (int r = 0; r < R; ++r) {
+          const __m256i p = _mm256_maddubs_epi16(wabs[r], _mm256_sign_epi8(av, wb[r]));
+          isum[r][g] = _mm256_add_epi32(isum[r][g], _mm256_madd_epi16(p, ones));
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256 dw = _mm256_set1_ps(load_f16(t.w + r * t.w_stride + b * Q8_0::kBytes));
+      for (int g = 0; g < NG; ++g) {
+        acc[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][g]),
+                                    _mm256_mul_ps(dw, _mm256_load_ps(a[g]->d)), acc[r][g]);
+      }
+    }
+  }
+  for (int g = 0; g < NG; ++g) {
+    const int n = t.n_a - 8 * g < 8 ? t.n_a - 8 * g : 8;
+    for (int r = 0; r < R; ++r) {
+      alignas(32) float out[8];
+      _mm256_store_ps(out, acc[r][g]);
+      for (int i = 0; i < n; ++i) t.y[(8 * g + i) * t.y_stride + r] = out[i];
+    }
+  }
+}
+
+template <int R, int NG>
+void q8_0_gemm_dispatch(const Tile& t) {
+  if constexpr (R > 1) {
+    if (t.n_w < R) return q8_0_gemm_dispatch<R - 1, NG>(t);
+  }
+  if constexpr (NG > 1) {
+    if (t.n_a <= 8 * (NG - 1)) return q8_0_gemm_dispatch<R, NG - 1>(t);
+  }
+  q8_0_gemm_tile<R, NG>(t);
+}
+
 constexpr int kGemvRows = 4;
 constexpr int kGemmRows = 1;
 constexpr int kGemmGroups = 4;
-constexpr int kQ8GemmCols = 4;  // Q8_0's GEMM: 4 weight rows x 2 activation rows
 
 template <class F, int R, int C>
 void rows_dispatch(const Tile& t) {
@@ -222,7 +286,9 @@ void gemv(const Tile& t) {
   rows_dispatch<F, kGemvRows, 1>(t);
 }
 
-void q8_0_gemm(const Tile& t) { rows_dispatch<Q8_0, kGemvRows, kQ8GemmCols>(t); }
+constexpr int kQ8GemmRows = 1;  // measured: 1 x 32 >= 2 x 16, 2 x 32, 3 x 16
+constexpr int kQ8GemmGroups = 4;
+void q8_0_gemm(const Tile& t) { q8_0_gemm_dispatch<kQ8GemmRows, kQ8GemmGroups>(t); }
 
 template <class F>
 void gemm(const Tile& t) {
@@ -236,7 +302,8 @@ constexpr Kernel make() {
 
 constexpr Kernel kQ4_0 = make<Q4_0>();
 constexpr Kernel kQ5_0 = make<Q5_0>();
-constexpr Kernel kQ8_0{ActKind::kQ8, kGemvRows, kGemvRows, kQ8GemmCols, &gemv<Q8_0>, &q8_0_gemm};
+constexpr Kernel kQ8_0{ActKind::kQ8x8,    kGemvRows,   kQ8GemmRows,
+                       8 * kQ8GemmGroups, &gemv<Q8_0>, &q8_0_gemm};
 
 }  // namespace
 

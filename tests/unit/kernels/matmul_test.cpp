@@ -262,9 +262,10 @@ TEST_P(MatmulConformance, ThreadCountDoesNotChangeResults) {
 
 // Raw random blocks (full weight and scale ranges, large activations) through the GEMM tiles at
 // odd shapes: every row of the GEMM equals that activation row's GEMV bit for bit, and the GEMM
-// matches the scalar kernel. m = 45 spans a full 32-row tile (AVX2 Q4_0/Q5_0/Q6_K) plus partial
-// groups; n_rows = 13 leaves partial weight tiles (Q8_0's 4-row tile); 768 columns = 3 Q6_K
-// super-blocks, 24 blocks of 32.
+// matches the scalar kernel. m = 45 spans a full 32-row tile (the AVX2 GEMMs of Q4_0, Q5_0, Q8_0,
+// Q4_K, Q5_K, Q6_K) plus partial groups, m = 77 two full tiles and a group of 5 rows; n_rows = 13
+// leaves partial weight tiles (the 4-row GEMV tiles); 768 columns = 3 K-quant super-blocks, 24
+// blocks of 32.
 TEST_P(MatmulConformance, GemmRowsEqualGemvOnRandomBlocks) {
   const auto [tc, isa] = GetParam();
   LLMS_SKIP_UNLESS_ISA(isa);
@@ -277,7 +278,7 @@ TEST_P(MatmulConformance, GemmRowsEqualGemvOnRandomBlocks) {
     randomize_blocks(tc.type, bytes.data() + r * row_bytes, n_cols, rng);
   }
   const QuantMatrix w{tc.type, bytes.data(), n_rows, n_cols, row_bytes};
-  for (int64_t m : {2, 7, 45}) {
+  for (int64_t m : {2, 7, 45, 77}) {
     SCOPED_TRACE("m " + std::to_string(m));
     const std::vector<float> x = gaussian(rng, static_cast<size_t>(m * n_cols), 30.0f);
     const std::vector<float> gemm = run_matmul(w, x, m, n_cols, isa, 2);

@@ -7,7 +7,8 @@
 //     thread count, as GB/s of weight bytes and as a ratio to the measured read bandwidth. The
 //     weights are cycled through enough copies (>= 512 MiB) that each call reads from memory,
 //     not from the last-level cache, as in a real decode step;
-//   - GEMM with m = 32 and m = 512, as GFLOP/s (2 * m * n_rows * n_cols per call).
+//   - GEMM with m = 32 and m = 512, as GFLOP/s (2 * m * n_rows * n_cols per call), and the
+//     output matrix (Q8_0 151936 x 896, Qwen2.5's tied embedding) at m = 32 (batched decode).
 #include <gtest/gtest.h>
 #include <immintrin.h>
 
@@ -120,7 +121,8 @@ constexpr Shape kShapes[] = {{896, 896}, {4864, 896}, {896, 4864}};
 bool fits(GgmlType type, Shape shape) {
   return shape.n_cols % gguf::ggml_type_info(type).block_size == 0;
 }
-constexpr GgmlType kTypes[] = {GgmlType::kQ5_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K};
+constexpr GgmlType kTypes[] = {GgmlType::kQ5_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ5_K,
+                               GgmlType::kQ6_K};
 
 std::vector<uint8_t> random_matrix(GgmlType type, Shape shape, size_t* row_bytes) {
   auto rng = testing::rng_for(static_cast<uint64_t>(type));
@@ -213,6 +215,35 @@ TEST(KernelTiming, Gemm) {
         }
       }
     }
+  }
+}
+
+TEST(KernelTiming, GemmOutputMatrix) {
+  if (!timing_enabled()) GTEST_SKIP() << "set LLMS_KERNEL_TIMING=1 to time";
+  const Shape shape{151936, 896};
+  const GgmlType type = GgmlType::kQ8_0;
+  size_t row_bytes = 0;
+  const std::vector<uint8_t> bytes = random_matrix(type, shape, &row_bytes);
+  const QuantMatrix w{type, bytes.data(), shape.n_rows, shape.n_cols, row_bytes};
+  const int64_t m = 32;
+  auto rng = testing::rng_for(5);
+  const std::vector<float> x = testing::gaussian(rng, static_cast<size_t>(m * shape.n_cols));
+  std::vector<float> y(static_cast<size_t>(m * shape.n_rows));
+  for (Isa isa : testing::all_isas()) {
+    if (!isa_supported(isa) || isa == Isa::kScalar) continue;
+    const int threads = thread_counts_max();
+    ThreadPool pool(threads);
+    MatmulScratch scratch;
+    scratch.reserve(m, shape.n_cols);
+    const double seconds = time_per_call(
+        [&] { matmul(w, x.data(), m, shape.n_cols, y.data(), shape.n_rows, pool, scratch, isa); });
+    const double flops = 2.0 * static_cast<double>(m * shape.n_rows * shape.n_cols);
+    std::printf(
+        "{\"bench\": \"gemm\", \"type\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"m\": %lld, "
+        "\"n_rows\": %lld, \"n_cols\": %lld, \"ms_per_call\": %.3f, \"gflop_per_s\": %.2f}\n",
+        std::string(gguf::ggml_type_name(type)).c_str(), std::string(isa_name(isa)).c_str(),
+        threads, static_cast<long long>(m), static_cast<long long>(shape.n_rows),
+        static_cast<long long>(shape.n_cols), seconds * 1e3, flops / seconds / 1e9);
   }
 }
 
