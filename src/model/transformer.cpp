@@ -2,11 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <limits>
-#include <span>
 #include <string>
 
+#include "attention.h"
 #include "kernels/ops.h"
 #include "quant/quant.h"
 #include "util/error.h"
@@ -25,7 +23,8 @@ Transformer::Transformer(const gguf::GgufFile& file, int n_threads, WeightMode m
     : config_(ModelConfig::from_gguf(file)),
       traits_(architecture_traits(config_.architecture)),
       weights_(TransformerWeights::load(file, config_, traits_)),
-      pool_(std::max(1, n_threads)) {
+      pool_(std::max(1, n_threads)),
+      attention_(std::make_unique<PagedAttention>()) {
   if (mode == WeightMode::kDequantizedF32) {
     auto to_f32 = [this](kernels::QuantMatrix& m) {
       auto& store = f32_weights_.emplace_back(static_cast<size_t>(m.n_rows * m.n_cols));
@@ -50,6 +49,8 @@ Transformer::Transformer(const gguf::GgufFile& file, int n_threads, WeightMode m
   reserve(1, 1);
 }
 
+Transformer::~Transformer() = default;
+
 void Transformer::reserve(int32_t max_tokens, int32_t max_logit_rows) {
   if (max_tokens <= buf_.max_tokens && max_logit_rows <= buf_.max_logit_rows) return;
   max_tokens = std::max(max_tokens, buf_.max_tokens);
@@ -67,7 +68,7 @@ void Transformer::reserve(int32_t max_tokens, int32_t max_logit_rows) {
   buf_.up.assign(t * c.n_ff, 0.0f);
   buf_.ffn.assign(t * c.n_embd, 0.0f);
   buf_.logit_in.assign(static_cast<size_t>(max_logit_rows) * c.n_embd, 0.0f);
-  buf_.attn_acc.assign(static_cast<size_t>(pool_.size()) * c.head_dim_v, 0.0f);
+  attention_->reserve(c, pool_.size(), max_tokens);
   buf_.max_tokens = max_tokens;
   buf_.max_logit_rows = max_logit_rows;
   scratch_.reserve(max_tokens, static_cast<int64_t>(std::max(c.n_ff, c.n_heads * c.head_dim_v)));
@@ -164,7 +165,8 @@ void Transformer::attention_block(size_t layer, const kv::StepBatch& batch, KvSt
     kernels::rope(k, n_kv, hd, pos, base, freq_scale, mode);
   }
 
-  attend(layer, batch, kv);
+  attention_->run(c, layer, batch, kv, buf_.q.data(), buf_.k.data(), buf_.v.data(),
+                  buf_.attn.data(), pool_);
 
   matmul(w.wo, buf_.attn.data(), n, buf_.ffn.data());
   for (int32_t i = 0; i < n; ++i) {
@@ -172,78 +174,6 @@ void Transformer::attention_block(size_t layer, const kv::StepBatch& batch, KvSt
     if (w.post_attn_norm) kernels::rms_norm(out, w.post_attn_norm, out, d, eps);
     kernels::add(buf_.x.data() + i * d, out, buf_.x.data() + i * d, d);
   }
-}
-
-// Writes this step's keys and values into the cache, then runs causal attention for every
-// (token, head) pair over its sequence's blocks with an online softmax, so no score matrix is
-// ever materialised and a sequence's cost grows with its own context only.
-void Transformer::attend(size_t layer, const kv::StepBatch& batch, KvStorage& kv) {
-  const ModelConfig& c = config_;
-  const int32_t bs = kv.block_size();
-  const int64_t n_heads = static_cast<int64_t>(c.n_heads);
-  const int64_t n_kv = static_cast<int64_t>(c.n_kv_heads[layer]);
-  const int64_t hdk = static_cast<int64_t>(c.head_dim_k);
-  const int64_t hdv = static_cast<int64_t>(c.head_dim_v);
-  const int64_t group = n_heads / n_kv;
-
-  for (const auto& s : batch.sequences) {
-    for (int32_t j = 0; j < s.n_query; ++j) {
-      int32_t i = s.query_begin + j;
-      int32_t pos = batch.positions[i];
-      kv::BlockId block = s.block_table[pos / bs];
-      int32_t slot = pos % bs;
-      for (int64_t h = 0; h < n_kv; ++h) {
-        std::memcpy(kv.key(layer, block, h) + slot * hdk, buf_.k.data() + (i * n_kv + h) * hdk,
-                    hdk * sizeof(float));
-        std::memcpy(kv.value(layer, block, h) + slot * hdv, buf_.v.data() + (i * n_kv + h) * hdv,
-                    hdv * sizeof(float));
-      }
-    }
-  }
-
-  // Map each token to its sequence so the work can be split over (token, head) pairs.
-  const int32_t n_tokens = static_cast<int32_t>(batch.tokens.size());
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hdk));
-  const int64_t window = c.is_sliding[layer] ? static_cast<int64_t>(c.sliding_window) : 0;
-  const kv::SequenceSlice* slices = batch.sequences.data();
-  const size_t n_slices = batch.sequences.size();
-
-  pool_.parallel_for(
-      static_cast<int64_t>(n_tokens) * n_heads, [&](int64_t begin, int64_t end, int thread) {
-        std::span<float> acc(buf_.attn_acc.data() + thread * hdv, hdv);
-        size_t si = 0;
-        for (int64_t work = begin; work < end; ++work) {
-          int32_t i = static_cast<int32_t>(work / n_heads);
-          int64_t h = work % n_heads;
-          while (si + 1 < n_slices && slices[si + 1].query_begin <= i) ++si;
-          while (si > 0 && slices[si].query_begin > i) --si;
-          const kv::SequenceSlice& s = slices[si];
-          const int64_t pos = batch.positions[i];
-          const int64_t lo = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
-          const float* q = buf_.q.data() + (static_cast<int64_t>(i) * n_heads + h) * hdk;
-          const int64_t g = h / group;
-          float m = -std::numeric_limits<float>::infinity();
-          float l = 0.0f;
-          std::fill(acc.begin(), acc.end(), 0.0f);
-          for (int64_t p = lo; p <= pos; ++p) {
-            kv::BlockId block = s.block_table[p / bs];
-            int64_t slot = p % bs;
-            const float* k = kv.key(layer, block, g) + slot * hdk;
-            float score = kernels::dot(q, k, hdk) * scale;
-            if (score > m) {
-              float correction = std::exp(m - score);
-              l *= correction;
-              kernels::scale(acc.data(), correction, hdv);
-              m = score;
-            }
-            float p_weight = std::exp(score - m);
-            l += p_weight;
-            kernels::axpy(p_weight, kv.value(layer, block, g) + slot * hdv, acc.data(), hdv);
-          }
-          float* out = buf_.attn.data() + (static_cast<int64_t>(i) * n_heads + h) * hdv;
-          for (int64_t e = 0; e < hdv; ++e) out[e] = acc[e] / l;
-        }
-      });
 }
 
 void Transformer::feed_forward_block(size_t layer, int32_t n) {

@@ -23,6 +23,8 @@
 
 namespace llms::model {
 
+class PagedAttention;  // model/attention.h (internal)
+
 // kInPlace multiplies the file's weights in their own formats with 8-bit activations (the fast
 // path). kDequantizedF32 converts every matrix to F32 at load, so no activation is quantized:
 // a numerics reference that isolates the forward pass from quantized arithmetic (4-8x the
@@ -33,6 +35,9 @@ class Transformer {
  public:
   // `file` must outlive the Transformer (weights are views into its mmap).
   Transformer(const gguf::GgufFile& file, int n_threads, WeightMode mode = WeightMode::kInPlace);
+  ~Transformer();
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
 
   const ModelConfig& config() const { return config_; }
   const ArchitectureTraits& traits() const { return traits_; }
@@ -51,13 +56,11 @@ class Transformer {
     int32_t max_tokens = 0;
     int32_t max_logit_rows = 0;
     std::vector<float> x, xn, q, k, v, attn, gate, up, ffn, logit_in;
-    std::vector<float> attn_acc;  // one head_dim accumulator per pool thread
   };
 
   void embed(const kv::StepBatch& batch);
   void attention_block(size_t layer, const kv::StepBatch& batch, KvStorage& kv);
   void feed_forward_block(size_t layer, int32_t n_tokens);
-  void attend(size_t layer, const kv::StepBatch& batch, KvStorage& kv);
   void matmul(const kernels::QuantMatrix& w, const float* x, int32_t m, float* y);
 
   ModelConfig config_;
@@ -67,6 +70,7 @@ class Transformer {
   ThreadPool pool_;
   kernels::MatmulScratch scratch_;
   Buffers buf_;
+  std::unique_ptr<PagedAttention> attention_;
 };
 
 }  // namespace llms::model

@@ -1,0 +1,56 @@
+// kernels/attention: the inner step of paged attention, one tile of query rows against one
+// block of keys and values, with a block-wise online softmax.
+//
+// Contract:
+//   - A tile is n_rows query rows (q already multiplied by the softmax scale) that share one
+//     KV head, with per row a running max, a running sum of exp(score - max) and an
+//     unnormalised output accumulator acc = sum_j exp(score_j - max) * v_j. Start a row with
+//     max = -inf, sum = 0, acc = 0; after its last block its output is acc / sum.
+//   - attention_block() folds one block of n_keys contiguous keys (row j at k + j * head_dim_k)
+//     and values (v + j * head_dim_v) into every row: row r sees keys key_begin[r] <= j <
+//     key_end[r] (the causal mask and the sliding window, cut to this block); other keys do not
+//     exist for it, and a row that sees none is left untouched. Keys outside a row's range may
+//     hold any bits: they are never combined with that row's values.
+//   - Each row's result depends only on its own q, range and state and on the block: never on
+//     the other rows of the tile nor on n_rows (batch invariance relies on it).
+//   - `scores` is scratch for n_rows * n_keys floats.
+//   - The AVX2 path needs head_dim_k and head_dim_v to be multiples of 8 and falls back to the
+//     scalar reference otherwise; it matches the reference to f32 rounding (its exp is a
+//     polynomial with relative error below 1e-6; inputs below -87.3 give exactly 0).
+//   - The free functions run the best_isa() path (AVX-512 CPUs use AVX2); attention_table(isa)
+//     gives one ISA's functions for tests and throws llms::Error(kInvalidArgument) for an ISA
+//     the CPU cannot run.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu_features.h"
+
+namespace llms::kernels {
+
+struct AttentionTile {
+  const float* q = nullptr;            // n_rows x head_dim_k, contiguous, pre-scaled
+  float* acc = nullptr;                // n_rows x head_dim_v, contiguous
+  float* max = nullptr;                // n_rows
+  float* sum = nullptr;                // n_rows
+  const int32_t* key_begin = nullptr;  // n_rows
+  const int32_t* key_end = nullptr;    // n_rows
+  float* scores = nullptr;             // scratch, n_rows x n_keys
+  int32_t n_rows = 0;
+  int64_t head_dim_k = 0;
+  int64_t head_dim_v = 0;
+};
+
+void attention_block(const AttentionTile& tile, const float* k, const float* v, int32_t n_keys);
+
+// y[i] = exp(x[i]) for n values (y may alias x). Exactly 0 below -87.3.
+void exp_array(const float* x, float* y, int64_t n);
+
+struct AttentionTable {
+  void (*block)(const AttentionTile& tile, const float* k, const float* v, int32_t n_keys);
+  void (*exp)(const float* x, float* y, int64_t n);
+};
+
+const AttentionTable& attention_table(Isa isa);
+
+}  // namespace llms::kernels

@@ -1,0 +1,193 @@
+// model/attention: tiling, masks and threading around kernels::attention_block (contract in
+// attention.h).
+//
+// A tile's rows are (query position, query head) pairs, row = position * (heads in the tile) +
+// head. Each row carries its own visible key range [lo, pos]; the tile walks the union of those
+// ranges block by block, and blocks larger than kMaxKeys are cut at fixed slot offsets, so a
+// row sees the same sequence of kernel calls whatever tile it is in. Tiles are ordered
+// heaviest first within a sequence (later positions have more context) and taken from an
+// atomic counter, which balances a long prefill over the threads better than fixed ranges.
+#include "attention.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "kernels/attention.h"
+#include "util/error.h"
+
+namespace llms::model {
+namespace {
+
+constexpr int32_t kTileRows = 32;  // query rows per tile (positions x group heads), about
+constexpr int32_t kMaxKeys = 64;   // keys per kernel call
+
+}  // namespace
+
+void PagedAttention::reserve(const ModelConfig& config, int n_threads, int32_t max_tokens) {
+  if (max_tokens <= max_tokens_ && n_threads <= n_threads_) return;
+  max_tokens_ = std::max(max_tokens, max_tokens_);
+  n_threads_ = std::max(n_threads, n_threads_);
+  max_rows_ = std::max<int32_t>(kTileRows, static_cast<int32_t>(config.n_heads));
+  // Tiles cover disjoint (token, query head) sets, so there are at most that many.
+  tiles_.reserve(static_cast<size_t>(max_tokens_) * std::max<uint64_t>(config.n_heads, 1));
+  scratch_.resize(static_cast<size_t>(n_threads_));
+  const auto rows = static_cast<size_t>(max_rows_);
+  for (Scratch& s : scratch_) {
+    s.q.assign(rows * config.head_dim_k, 0.0f);
+    s.acc.assign(rows * config.head_dim_v, 0.0f);
+    s.max.assign(rows, 0.0f);
+    s.sum.assign(rows, 0.0f);
+    s.scores.assign(rows * kMaxKeys, 0.0f);
+    s.key_begin.assign(rows, 0);
+    s.key_end.assign(rows, 0);
+    s.pos.assign(rows, 0);
+    s.lo.assign(rows, 0);
+  }
+}
+
+void PagedAttention::run(const ModelConfig& config, size_t layer, const kv::StepBatch& batch,
+                         KvStorage& kv, const float* q, const float* k, const float* v, float* out,
+                         ThreadPool& pool) {
+  const int32_t bs = kv.block_size();
+  const auto n_kv = static_cast<int64_t>(config.n_kv_heads[layer]);
+  const auto n_heads = static_cast<int64_t>(config.n_heads);
+  const auto hdk = static_cast<int64_t>(config.head_dim_k);
+  const auto hdv = static_cast<int64_t>(config.head_dim_v);
+  if (n_kv <= 0 || n_heads % n_kv != 0) {
+    throw Error(Error::Kind::kInvalidArgument,
+                "attention: layer " + std::to_string(layer) + " has " + std::to_string(n_heads) +
+                    " query heads, not a multiple of its " + std::to_string(n_kv) + " KV heads");
+  }
+  const auto n_tokens = static_cast<int32_t>(batch.tokens.size());
+  if (n_tokens == 0) return;
+  reserve(config, pool.size(), n_tokens);  // no-op once the step size has been seen
+
+  for (const auto& s : batch.sequences) {
+    for (int32_t j = 0; j < s.n_query; ++j) {
+      const int32_t i = s.query_begin + j;
+      const int32_t pos = batch.positions[i];
+      const kv::BlockId block = s.block_table[pos / bs];
+      const int32_t slot = pos % bs;
+      for (int64_t h = 0; h < n_kv; ++h) {
+        std::memcpy(kv.key(layer, block, h) + slot * hdk, k + (i * n_kv + h) * hdk,
+                    hdk * sizeof(float));
+        std::memcpy(kv.value(layer, block, h) + slot * hdv, v + (i * n_kv + h) * hdv,
+                    hdv * sizeof(float));
+      }
+    }
+  }
+
+  const auto group = static_cast<int32_t>(n_heads / n_kv);
+  const int32_t per_tile = std::max<int32_t>(1, kTileRows / group);
+  int64_t n_whole = 0;  // tiles with whole groups
+  for (const auto& s : batch.sequences) n_whole += (s.n_query + per_tile - 1) / per_tile * n_kv;
+  const int32_t n_parts =
+      n_whole >= pool.size()
+          ? 1
+          : std::min<int32_t>(group, static_cast<int32_t>((pool.size() + n_whole - 1) / n_whole));
+  const int32_t heads_per_part = (group + n_parts - 1) / n_parts;
+  tiles_.clear();
+  for (size_t si = 0; si < batch.sequences.size(); ++si) {
+    const auto& s = batch.sequences[si];
+    const int32_t n_chunks = (s.n_query + per_tile - 1) / per_tile;
+    for (int32_t c = n_chunks - 1; c >= 0; --c) {
+      const int32_t first = c * per_tile;
+      for (int32_t g = 0; g < n_kv; ++g) {
+        for (int32_t h = 0; h < group; h += heads_per_part) {
+          tiles_.push_back(Tile{static_cast<int32_t>(si), g, h, std::min(heads_per_part, group - h),
+                                s.query_begin + first, std::min(per_tile, s.n_query - first)});
+        }
+      }
+    }
+  }
+
+  std::atomic<size_t> next{0};
+  pool.parallel_for(pool.size(), [&](int64_t, int64_t, int thread) {
+    Scratch& s = scratch_[static_cast<size_t>(thread)];
+    for (size_t t = next.fetch_add(1, std::memory_order_relaxed); t < tiles_.size();
+         t = next.fetch_add(1, std::memory_order_relaxed)) {
+      run_tile(config, layer, batch, kv, tiles_[t], q, out, s);
+    }
+  });
+}
+
+void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv::StepBatch& batch,
+                              KvStorage& kv, const Tile& tile, const float* q, float* out,
+                              Scratch& s) const {
+  const kv::SequenceSlice& seq = batch.sequences[static_cast<size_t>(tile.slice)];
+  const int32_t bs = kv.block_size();
+  const auto n_heads = static_cast<int64_t>(config.n_heads);
+  const auto n_kv = static_cast<int64_t>(config.n_kv_heads[layer]);
+  const auto hdk = static_cast<int64_t>(config.head_dim_k);
+  const auto hdv = static_cast<int64_t>(config.head_dim_v);
+  const int64_t group = n_heads / n_kv;
+  const int64_t n_th = tile.n_heads;
+  const auto n_rows = static_cast<int32_t>(tile.n_q * n_th);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hdk));
+  const int64_t window = config.is_sliding[layer] ? static_cast<int64_t>(config.sliding_window) : 0;
+
+  int64_t tile_lo = std::numeric_limits<int64_t>::max();
+  int64_t tile_hi = 0;  // one past the last visible position
+  for (int32_t qi = 0; qi < tile.n_q; ++qi) {
+    const int32_t i = tile.q_begin + qi;
+    const int64_t pos = batch.positions[i];
+    const int64_t lo = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+    tile_lo = std::min(tile_lo, lo);
+    tile_hi = std::max(tile_hi, pos + 1);
+    for (int64_t hh = 0; hh < n_th; ++hh) {
+      const int64_t r = qi * n_th + hh;
+      const float* src = q + (i * n_heads + tile.kv_head * group + tile.head_begin + hh) * hdk;
+      float* dst = s.q.data() + r * hdk;
+      for (int64_t e = 0; e < hdk; ++e) dst[e] = src[e] * scale;
+      std::fill_n(s.acc.data() + r * hdv, hdv, 0.0f);
+      s.max[r] = -std::numeric_limits<float>::infinity();
+      s.sum[r] = 0.0f;
+      s.pos[r] = static_cast<int32_t>(pos);
+      s.lo[r] = static_cast<int32_t>(lo);
+    }
+  }
+
+  kernels::AttentionTile t;
+  t.q = s.q.data();
+  t.acc = s.acc.data();
+  t.max = s.max.data();
+  t.sum = s.sum.data();
+  t.key_begin = s.key_begin.data();
+  t.key_end = s.key_end.data();
+  t.scores = s.scores.data();
+  t.n_rows = n_rows;
+  t.head_dim_k = hdk;
+  t.head_dim_v = hdv;
+  for (int64_t b = tile_lo / bs; b * bs < tile_hi; ++b) {
+    const kv::BlockId block = seq.block_table[b];
+    const float* kb = kv.key(layer, block, tile.kv_head);
+    const float* vb = kv.value(layer, block, tile.kv_head);
+    for (int32_t sub = 0; sub < bs; sub += kMaxKeys) {
+      const int64_t first = b * bs + sub;  // position of the sub-block's key 0
+      const int32_t n_keys = std::min(kMaxKeys, bs - sub);
+      if (first >= tile_hi || first + n_keys <= tile_lo) continue;
+      for (int32_t r = 0; r < n_rows; ++r) {
+        s.key_begin[r] = static_cast<int32_t>(std::max<int64_t>(s.lo[r] - first, 0));
+        s.key_end[r] = static_cast<int32_t>(std::clamp<int64_t>(s.pos[r] + 1 - first, 0, n_keys));
+      }
+      kernels::attention_block(t, kb + sub * hdk, vb + sub * hdv, n_keys);
+    }
+  }
+
+  for (int32_t qi = 0; qi < tile.n_q; ++qi) {
+    const int64_t i = tile.q_begin + qi;
+    for (int64_t hh = 0; hh < n_th; ++hh) {
+      const int64_t r = qi * n_th + hh;
+      const float inv = 1.0f / s.sum[r];
+      const float* acc = s.acc.data() + r * hdv;
+      float* dst = out + (i * n_heads + tile.kv_head * group + tile.head_begin + hh) * hdv;
+      for (int64_t e = 0; e < hdv; ++e) dst[e] = acc[e] * inv;
+    }
+  }
+}
+
+}  // namespace llms::model

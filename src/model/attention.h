@@ -1,0 +1,60 @@
+// model/attention (internal): paged causal attention of one layer for a whole StepBatch.
+//
+// Contract: run() first writes this step's keys and values into the KV storage at the slots
+// the block tables name, then computes, for every token and query head, softmax(q k^T / sqrt(d))
+// v over its own sequence's cache: positions <= its own, and within the sliding window on
+// layers that have one. Work is cut into tiles: one sequence, one KV head, a few consecutive
+// query positions, and the `group` query heads that share that KV head (all of them, unless
+// there would be fewer tiles than threads, as in a single decode on one KV head), so each KV
+// block is read once per tile; tiles are handed to the pool's threads dynamically. Per row the
+// blocks are folded in order with a block-wise online softmax (kernels/attention.h), so a token's
+// output does not depend on what else is in the batch, on the tiling or on the thread.
+// reserve() sizes every buffer; run() allocates nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kv/step_batch.h"
+#include "model/kv_storage.h"
+#include "model/model_config.h"
+#include "util/thread_pool.h"
+
+namespace llms::model {
+
+class PagedAttention {
+ public:
+  // For steps of up to max_tokens tokens on a pool of n_threads threads.
+  void reserve(const ModelConfig& config, int n_threads, int32_t max_tokens);
+
+  // q: [token][n_heads][head_dim_k]; k, v: [token][n_kv_heads][head_dim]; out:
+  // [token][n_heads][head_dim_v]. The batch must have been validated against `kv`.
+  void run(const ModelConfig& config, size_t layer, const kv::StepBatch& batch, KvStorage& kv,
+           const float* q, const float* k, const float* v, float* out, ThreadPool& pool);
+
+ private:
+  struct Tile {
+    int32_t slice;  // index in batch.sequences
+    int32_t kv_head;
+    int32_t head_begin;  // first query head of the group in this tile
+    int32_t n_heads;     // query heads of the group in this tile
+    int32_t q_begin;     // first token (index in batch.tokens)
+    int32_t n_q;         // consecutive tokens of the slice
+  };
+  struct Scratch {
+    std::vector<float> q, acc, max, sum, scores;
+    std::vector<int32_t> key_begin, key_end, pos, lo;
+  };
+
+  void run_tile(const ModelConfig& config, size_t layer, const kv::StepBatch& batch, KvStorage& kv,
+                const Tile& tile, const float* q, float* out, Scratch& s) const;
+
+  int32_t max_tokens_ = 0;
+  int n_threads_ = 0;
+  int32_t max_rows_ = 0;
+  std::vector<Tile> tiles_;
+  std::vector<Scratch> scratch_;  // one per pool thread
+};
+
+}  // namespace llms::model

@@ -1,0 +1,249 @@
+// Attention block conformance: each ISA's block step, driven over a paged sequence the way the
+// model drives it (block by block, per-row causal and window ranges, partial last blocks), is
+// compared with a double-precision softmax attention computed here; plus the contract's edge
+// cases (rows are independent of their tile, unseen keys may hold NaN, empty rows are left
+// alone) and the vectorised exp against std::exp.
+#include "kernels/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernel_test_util.h"
+
+namespace llms::kernels {
+namespace {
+
+using testing::gaussian;
+using testing::normalized_error;
+using testing::rng_for;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// One sequence's cache: n_blocks blocks of block_size keys (and values), block b holding
+// positions [b * block_size, (b + 1) * block_size).
+struct Cache {
+  int64_t hdk = 0;
+  int64_t hdv = 0;
+  int32_t block_size = 0;
+  int32_t n_pos = 0;  // positions that hold real data; later slots are NaN
+  std::vector<float> k;
+  std::vector<float> v;
+  const float* key(int32_t p) const { return k.data() + p * hdk; }
+  const float* value(int32_t p) const { return v.data() + p * hdv; }
+};
+
+Cache make_cache(uint64_t salt, int64_t hdk, int64_t hdv, int32_t block_size, int32_t n_pos) {
+  auto rng = rng_for(salt);
+  Cache c{hdk, hdv, block_size, n_pos, {}, {}};
+  const int32_t n_blocks = (n_pos + block_size - 1) / block_size;
+  const auto slots = static_cast<size_t>(n_blocks) * static_cast<size_t>(block_size);
+  c.k = gaussian(rng, slots * static_cast<size_t>(hdk));
+  c.v = gaussian(rng, slots * static_cast<size_t>(hdv));
+  std::fill(c.k.begin() + n_pos * hdk, c.k.end(), kNaN);
+  std::fill(c.v.begin() + n_pos * hdv, c.v.end(), kNaN);
+  return c;
+}
+
+// Attention of rows (q pre-scaled, row r at position pos[r], seeing [lo[r], pos[r]]) over the
+// cache, block by block as the model does it; returns [row][hdv].
+std::vector<float> attend(const AttentionTable& table, const Cache& c, const std::vector<float>& q,
+                          const std::vector<int32_t>& pos, const std::vector<int32_t>& lo) {
+  const auto n_rows = static_cast<int32_t>(pos.size());
+  std::vector<float> acc(static_cast<size_t>(n_rows * c.hdv), 0.0f);
+  std::vector<float> max(static_cast<size_t>(n_rows), kNegInf);
+  std::vector<float> sum(static_cast<size_t>(n_rows), 0.0f);
+  std::vector<float> scores(static_cast<size_t>(n_rows * c.block_size), 0.0f);
+  std::vector<int32_t> begin(static_cast<size_t>(n_rows));
+  std::vector<int32_t> end(static_cast<size_t>(n_rows));
+  AttentionTile t;
+  t.q = q.data();
+  t.acc = acc.data();
+  t.max = max.data();
+  t.sum = sum.data();
+  t.key_begin = begin.data();
+  t.key_end = end.data();
+  t.scores = scores.data();
+  t.n_rows = n_rows;
+  t.head_dim_k = c.hdk;
+  t.head_dim_v = c.hdv;
+  const int32_t last = *std::max_element(pos.begin(), pos.end());
+  for (int32_t first = 0; first <= last; first += c.block_size) {
+    for (int32_t r = 0; r < n_rows; ++r) {
+      begin[static_cast<size_t>(r)] = std::max(lo[static_cast<size_t>(r)] - first, 0);
+      end[static_cast<size_t>(r)] = std::min(pos[static_cast<size_t>(r)] + 1 - first, c.block_size);
+    }
+    table.block(t, c.key(first), c.value(first), c.block_size);
+  }
+  for (int32_t r = 0; r < n_rows; ++r) {
+    for (int64_t e = 0; e < c.hdv; ++e)
+      acc[static_cast<size_t>(r * c.hdv + e)] /= sum[static_cast<size_t>(r)];
+  }
+  return acc;
+}
+
+// The same in double, straight from the definition.
+std::vector<float> attend_truth(const Cache& c, const std::vector<float>& q,
+                                const std::vector<int32_t>& pos, const std::vector<int32_t>& lo) {
+  std::vector<float> out;
+  for (size_t r = 0; r < pos.size(); ++r) {
+    std::vector<double> s;
+    double max = -INFINITY;
+    for (int32_t p = lo[r]; p <= pos[r]; ++p) {
+      double d = 0;
+      for (int64_t e = 0; e < c.hdk; ++e) d += static_cast<double>(q[r * c.hdk + e]) * c.key(p)[e];
+      s.push_back(d);
+      max = std::max(max, d);
+    }
+    double total = 0;
+    for (double& x : s) total += (x = std::exp(x - max));
+    for (int64_t e = 0; e < c.hdv; ++e) {
+      double o = 0;
+      for (int32_t p = lo[r]; p <= pos[r]; ++p)
+        o += s[static_cast<size_t>(p - lo[r])] * c.value(p)[e];
+      out.push_back(static_cast<float>(o / total));
+    }
+  }
+  return out;
+}
+
+class Attention : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    LLMS_SKIP_UNLESS_ISA(GetParam());
+    table_ = &attention_table(GetParam());
+  }
+  const AttentionTable* table_ = nullptr;
+};
+
+struct Shape {
+  int64_t hdk, hdv;
+  int32_t block_size;
+  int32_t n_pos;
+  int32_t window;  // 0: none
+};
+
+TEST_P(Attention, MatchesSoftmaxAttentionOverPagedBlocks) {
+  const Shape shapes[] = {
+      {64, 64, 16, 77, 0},   {64, 64, 16, 300, 0},   {64, 64, 16, 300, 37},
+      {256, 256, 16, 40, 0}, {256, 256, 16, 61, 20}, {128, 128, 5, 23, 0},
+      {64, 64, 64, 130, 0},  {8, 16, 3, 10, 4},      {12, 20, 16, 33, 0},  // 12/20: scalar fallback
+      {64, 64, 1, 9, 0},     {64, 64, 24, 50, 9},
+  };
+  uint64_t salt = 0;
+  for (const Shape& sh : shapes) {
+    ++salt;
+    const Cache c = make_cache(1000 + salt, sh.hdk, sh.hdv, sh.block_size, sh.n_pos);
+    auto rng = rng_for(2000 + salt);
+    // Rows at spread positions, several rows per position (like the heads of a group), the
+    // last position included so the partial last block is exercised.
+    std::vector<int32_t> pos;
+    std::vector<int32_t> lo;
+    for (int32_t p : {0, 1, sh.n_pos / 3, sh.n_pos / 2 + 1, sh.n_pos - 2, sh.n_pos - 1}) {
+      for (int h = 0; h < 3; ++h) {
+        pos.push_back(std::max(p, 0));
+        lo.push_back(sh.window > 0 ? std::max(0, std::max(p, 0) - sh.window + 1) : 0);
+      }
+    }
+    const float scale = 1.0f / std::sqrt(static_cast<float>(sh.hdk));
+    std::vector<float> q = gaussian(rng, pos.size() * static_cast<size_t>(sh.hdk), 2.0f * scale);
+    const std::vector<float> y = attend(*table_, c, q, pos, lo);
+    const std::vector<float> truth = attend_truth(c, q, pos, lo);
+    for (float x : y) ASSERT_TRUE(std::isfinite(x)) << sh.hdk << " " << sh.block_size;
+    EXPECT_LE(normalized_error(y, truth), 2e-6)
+        << "hdk " << sh.hdk << " hdv " << sh.hdv << " block " << sh.block_size << " n_pos "
+        << sh.n_pos << " window " << sh.window;
+  }
+}
+
+// Large score gaps: the running max changes between blocks, and most weights underflow.
+TEST_P(Attention, SurvivesLargeScoresAndRescales) {
+  const Cache c = make_cache(3000, 64, 64, 16, 100);
+  auto rng = rng_for(3001);
+  std::vector<int32_t> pos = {99, 99, 50};
+  std::vector<int32_t> lo = {0, 0, 0};
+  std::vector<float> q = gaussian(rng, 3 * 64, 8.0f);
+  const std::vector<float> y = attend(*table_, c, q, pos, lo);
+  // Scores reach ~100 here, where one f32 ulp is ~8e-6: the weights carry that much rounding.
+  EXPECT_LE(normalized_error(y, attend_truth(c, q, pos, lo)), 5e-5);
+}
+
+// A row's result is bit-identical whether it runs alone or among other rows (batch invariance).
+TEST_P(Attention, RowResultDoesNotDependOnTheTile) {
+  const Cache c = make_cache(4000, 64, 64, 16, 90);
+  auto rng = rng_for(4001);
+  const std::vector<int32_t> pos = {89, 3, 40, 89, 17, 64, 88};
+  const std::vector<int32_t> lo = {0, 0, 25, 70, 0, 0, 5};
+  const std::vector<float> q = gaussian(rng, pos.size() * 64, 0.3f);
+  const std::vector<float> together = attend(*table_, c, q, pos, lo);
+  for (size_t r = 0; r < pos.size(); ++r) {
+    const std::vector<float> q_r(q.begin() + static_cast<int64_t>(r) * 64,
+                                 q.begin() + static_cast<int64_t>(r + 1) * 64);
+    const std::vector<float> alone = attend(*table_, c, q_r, {pos[r]}, {lo[r]});
+    EXPECT_EQ(0, std::memcmp(alone.data(), together.data() + r * 64, 64 * sizeof(float)))
+        << "row " << r;
+  }
+}
+
+// A row with no visible key in a block keeps its state untouched.
+TEST_P(Attention, RowWithoutVisibleKeysIsUntouched) {
+  const Cache c = make_cache(5000, 64, 64, 16, 16);
+  std::vector<float> q(64, 0.1f);
+  std::vector<float> acc(64, 1.5f);
+  float max = 2.0f;
+  float sum = 3.0f;
+  std::vector<float> scores(16, 0.0f);
+  const int32_t begin = 9;
+  const int32_t end = 9;
+  AttentionTile t{q.data(), acc.data(), &max, &sum, &begin, &end, scores.data(), 1, 64, 64};
+  table_->block(t, c.key(0), c.value(0), 16);
+  EXPECT_EQ(max, 2.0f);
+  EXPECT_EQ(sum, 3.0f);
+  for (float a : acc) EXPECT_EQ(a, 1.5f);
+}
+
+TEST_P(Attention, ExpMatchesStdExp) {
+  auto rng = rng_for(6000);
+  std::uniform_real_distribution<float> uniform(-87.0f, 88.0f);
+  std::vector<float> x(1003);
+  for (float& v : x) v = uniform(rng);
+  x[0] = 0.0f;
+  x[1] = -1e-8f;
+  x[2] = 1e-8f;
+  x[3] = -87.3f;
+  x[4] = 88.0f;
+  std::vector<float> y(x.size());
+  table_->exp(x.data(), y.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double truth = std::exp(static_cast<double>(x[i]));
+    EXPECT_LE(std::fabs(y[i] - truth) / truth, 1e-6) << "exp(" << x[i] << ")";
+  }
+  // Underflow is exactly zero (a masked score weighs nothing); in place works.
+  std::vector<float> low = {kNegInf, -1000.0f, -87.4f, -200.0f, -90.0f,
+                            -88.0f,  -100.0f,  -87.5f, kNegInf, -95.0f};
+  table_->exp(low.data(), low.data(), static_cast<int64_t>(low.size()));
+  for (float v : low) EXPECT_EQ(v, 0.0f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, Attention, ::testing::ValuesIn(testing::all_isas()),
+                         [](const auto& param_info) {
+                           return std::string(isa_name(param_info.param));
+                         });
+
+TEST(AttentionDispatch, FreeFunctionsMatchTheBestTable) {
+  const float x[3] = {-1.0f, 0.5f, 2.0f};
+  float y[3];
+  float ref[3];
+  exp_array(x, y, 3);
+  attention_table(best_isa()).exp(x, ref, 3);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(y[i], ref[i]);
+}
+
+}  // namespace
+}  // namespace llms::kernels
