@@ -23,6 +23,7 @@ import json
 import os
 import random
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -49,9 +50,12 @@ def run_batch(args, prompts, engine_flags, tmp):
         for i, p in enumerate(prompts):
             f.write(json.dumps({"id": i, "prompt": p, "max_tokens": args.max_tokens,
                                 "temperature": 0, "ignore_eos": True}) + "\n")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run([args.llmserve, "batch", "-m", args.model, "--input", inp, "--output", out,
                     "--no-progress"] + engine_flags, check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     ttft, per_token = [], []
     with open(out) as f:
         for line in f:
@@ -64,7 +68,14 @@ def run_batch(args, prompts, engine_flags, tmp):
                 sys.exit(f"batch request {r['id']} generated {n} tokens, not {args.max_tokens}")
             ttft.append(m["prefill_time"] * 1e3)
             per_token.append(m["decode_time"] / (n - 1) * 1e6)
-    return ttft, per_token
+    return ttft, per_token, cpu_s
+
+
+def process_cpu_s(pid):
+    """User + system CPU seconds of a running process (all its threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def start_server(args, engine_flags):
@@ -90,6 +101,7 @@ def run_server(args, prompts, engine_flags, tmp):
             f.write(json.dumps({"prompt": p}) + "\n")
     rec_path = os.path.join(tmp, "bench.json")
     proc, port = start_server(args, engine_flags)
+    cpu_before = process_cpu_s(proc.pid)
     try:
         subprocess.run([args.llmserve, "bench", "--url", f"http://127.0.0.1:{port}",
                         "--dataset", "jsonl", "--jsonl", data, "--endpoint", "completions",
@@ -97,6 +109,7 @@ def run_server(args, prompts, engine_flags, tmp):
                         "--warmup", str(args.warmup), "--output-len", str(args.max_tokens),
                         "--ignore-eos", "--temperature", "0", "--tokenizer", "words",
                         "--json", rec_path, "-q"], check=True, stdout=subprocess.DEVNULL)
+        cpu_s = process_cpu_s(proc.pid) - cpu_before
     finally:
         proc.terminate()
         proc.wait(timeout=60)
@@ -112,7 +125,8 @@ def run_server(args, prompts, engine_flags, tmp):
             sys.exit(f"server request generated {r['output_tokens']} tokens, not {args.max_tokens}")
         ttft.append(r["ttft_ms"])
         per_token.append(r["tpot_ms"] * 1e3)
-    return ttft, per_token
+    client_us = report["runs"][0]["summary"]["client"]["cpu_us_per_output_token"]
+    return ttft, per_token, cpu_s, client_us
 
 
 def main():
@@ -125,6 +139,9 @@ def main():
     ap.add_argument("--prompt-words", type=int, default=32)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=3, help="batch/server runs, alternated")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="compute threads for both sides (default: llmserve's, one per core)")
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -134,14 +151,30 @@ def main():
                             "--layers", "4", "--embd", "128", "--ff", "256", "--ctx", "1024"],
                            check=True, stderr=subprocess.DEVNULL)
         engine_flags = ["--max-num-seqs", "1", "--kv-cache-memory", "256MiB"]
+        if args.threads > 0:
+            engine_flags += ["--threads", str(args.threads)]
         prompts = make_prompts(args.requests + args.warmup, args.prompt_words, args.seed)
-        b_ttft, b_tok = run_batch(args, prompts, engine_flags, tmp)
-        s_ttft, s_tok = run_server(args, prompts, engine_flags, tmp)
+        # Alternate the two sides so drifts (clock speed, other load) hit both alike.
+        b_ttft, b_tok, b_cpu, s_ttft, s_tok, s_cpu, client = [], [], 0.0, [], [], 0.0, []
+        for _ in range(args.rounds):
+            t, k, c = run_batch(args, prompts, engine_flags, tmp)
+            b_ttft += t
+            b_tok += k
+            b_cpu += c
+            t, k, c, u = run_server(args, prompts, engine_flags, tmp)
+            s_ttft += t
+            s_tok += k
+            s_cpu += c
+            client.append(u)
+    n_tokens = len(prompts) * args.max_tokens * args.rounds
+    client_us = statistics.median(client)
 
     med = statistics.median
     result = {
         "model": os.path.basename(args.model),
         "requests": args.requests,
+        "rounds": args.rounds,
+        "threads": args.threads or "default",
         "max_tokens": args.max_tokens,
         "batch_prefill_ms_median": round(med(b_ttft), 3),
         "server_ttft_ms_median": round(med(s_ttft), 3),
@@ -149,6 +182,13 @@ def main():
         "batch_us_per_token_median": round(med(b_tok), 2),
         "server_us_per_token_median": round(med(s_tok), 2),
         "per_token_added_us": round(med(s_tok) - med(b_tok), 2),
+        # CPU seconds of the whole process over all requests (warm-up included on both sides;
+        # batch also loads the model), per generated token: what the server spends beyond the
+        # engine, independent of how the client's own CPU use competes for the cores.
+        "batch_cpu_us_per_token": round(b_cpu * 1e6 / n_tokens, 2),
+        "server_cpu_us_per_token": round(s_cpu * 1e6 / n_tokens, 2),
+        "server_cpu_added_us_per_token": round((s_cpu - b_cpu) * 1e6 / n_tokens, 2),
+        "client_cpu_us_per_token": round(client_us, 2),
         "limits": {"ttft_added_ms": 2.0, "per_token_added_us": 10.0},
     }
     print(json.dumps(result, indent=2))
