@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 WORDS = ("time year people way day man thing woman life child world school state family student "
          "group country problem hand part place case week company system program question work "
@@ -87,7 +88,17 @@ def start_server(args, engine_flags):
         m = re.search(r"listening on http://[^:]+:(\d+)", line)
         if m:
             threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
-            return proc, int(m.group(1))
+            port = int(m.group(1))
+            # The port opens before the model has loaded; /health turns 200 when it is ready.
+            while time.time() < deadline and proc.poll() is None:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+                        if r.status == 200:
+                            return proc, port
+                except OSError:
+                    pass
+                time.sleep(0.1)
+            break
         if time.time() > deadline:
             break
     proc.kill()
