@@ -19,9 +19,13 @@
 #include <limits>
 
 #include "attention_kernels.h"
+#include "simd_avx2.h"
 
 namespace llms::kernels::detail {
 namespace {
+
+using avx2::hmax;
+using avx2::hsum;
 
 constexpr float kExpMin = -87.33654f;
 constexpr float kExpMax = 88.37626f;
@@ -48,20 +52,6 @@ inline __m256 exp8(__m256 x) {
 }
 
 inline float exp1(float x) { return _mm256_cvtss_f32(exp8(_mm256_set1_ps(x))); }
-
-inline float hmax(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  return _mm_cvtss_f32(m);
-}
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // Lane j of the result is the sum of the 8 lanes of a[j], in the order
 // ((0+1)+(2+3)) + ((4+5)+(6+7)).

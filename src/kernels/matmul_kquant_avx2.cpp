@@ -276,14 +276,7 @@ void q6k_gemm_tile(const Tile& t) {
       }
     }
   }
-  for (int g = 0; g < NG; ++g) {
-    const int n = t.n_a - 8 * g < 8 ? t.n_a - 8 * g : 8;
-    for (int r = 0; r < R; ++r) {
-      alignas(32) float out[8];
-      _mm256_store_ps(out, acc[r][g]);
-      for (int i = 0; i < n; ++i) t.y[(8 * g + i) * t.y_stride + r] = out[i];
-    }
-  }
+  for (int r = 0; r < R; ++r) store_row_groups(acc[r], t.n_a, t.y + r, t.y_stride);
 }
 
 template <int R, int NG>
@@ -370,12 +363,7 @@ void q45k_gemm_tile(const Tile& t) {
                              _mm256_fmadd_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(isum[g]), m));
     }
   }
-  for (int g = 0; g < NG; ++g) {
-    const int n = t.n_a - 8 * g < 8 ? t.n_a - 8 * g : 8;
-    alignas(32) float out[8];
-    _mm256_store_ps(out, acc[g]);
-    for (int i = 0; i < n; ++i) t.y[(8 * g + i) * t.y_stride] = out[i];
-  }
+  store_row_groups(acc, t.n_a, t.y, t.y_stride);
 }
 
 template <bool kFiveBit, int NG>

@@ -179,14 +179,7 @@ void gemm_tile(const Tile& t) {
       }
     }
   }
-  for (int g = 0; g < NG; ++g) {
-    const int n = t.n_a - 8 * g < 8 ? t.n_a - 8 * g : 8;
-    for (int r = 0; r < R; ++r) {
-      alignas(32) float out[8];
-      _mm256_store_ps(out, acc[r][g]);
-      for (int i = 0; i < n; ++i) t.y[(8 * g + i) * t.y_stride + r] = out[i];
-    }
-  }
+  for (int r = 0; r < R; ++r) store_row_groups(acc[r], t.n_a, t.y + r, t.y_stride);
 }
 
 // Q8_0 GEMM: 1 weight row x NG groups of 8 activation rows (ActQ8x8). Signed weights: per
@@ -234,14 +227,7 @@ void q8_0_gemm_tile(const Tile& t) {
       }
     }
   }
-  for (int g = 0; g < NG; ++g) {
-    const int n = t.n_a - 8 * g < 8 ? t.n_a - 8 * g : 8;
-    for (int r = 0; r < R; ++r) {
-      alignas(32) float out[8];
-      _mm256_store_ps(out, acc[r][g]);
-      for (int i = 0; i < n; ++i) t.y[(8 * g + i) * t.y_stride + r] = out[i];
-    }
-  }
+  for (int r = 0; r < R; ++r) store_row_groups(acc[r], t.n_a, t.y + r, t.y_stride);
 }
 
 template <int R, int NG>

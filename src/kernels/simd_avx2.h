@@ -16,6 +16,25 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+inline float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// Stores the NG accumulators of one weight row in the broadcast GEMM layout (lane i of acc[g]
+// belongs to activation row 8g + i) into column 0 of y, keeping only the first n_a rows.
+template <int NG>
+inline void store_row_groups(const __m256 (&acc)[NG], int n_a, float* y, int64_t y_stride) {
+  for (int g = 0; g < NG; ++g) {
+    const int n = n_a - 8 * g < 8 ? n_a - 8 * g : 8;
+    alignas(32) float out[8];
+    _mm256_store_ps(out, acc[g]);
+    for (int i = 0; i < n; ++i) y[(8 * g + i) * y_stride] = out[i];
+  }
+}
+
 inline int hsum_i32(__m128i v) {
   v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
   v = _mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1)));
