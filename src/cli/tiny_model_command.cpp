@@ -20,18 +20,26 @@ namespace {
 struct TinyModelOptions {
   std::string out;
   std::string type = "f32";
+  std::string embedding_type;  // empty: same as type
   std::string tokenizer = "bpe";
   model::TinyModelSpec spec;
 };
 
-void run_tiny_model(const TinyModelOptions& o) {
-  model::TinyModelSpec spec = o.spec;
-  std::string upper = o.type;
+gguf::GgmlType parse_type(const std::string& name, const char* flag) {
+  std::string upper = name;
   for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   auto type = gguf::ggml_type_from_name(upper);
-  if (!type)
-    throw Error(Error::Kind::kInvalidArgument, "--type: unknown weight type '" + o.type + "'");
-  spec.weight_type = *type;
+  if (!type) {
+    throw Error(Error::Kind::kInvalidArgument,
+                std::string(flag) + ": unknown weight type '" + name + "'");
+  }
+  return *type;
+}
+
+void run_tiny_model(const TinyModelOptions& o) {
+  model::TinyModelSpec spec = o.spec;
+  spec.weight_type = parse_type(o.type, "--type");
+  if (!o.embedding_type.empty()) spec.embedding_type = parse_type(o.embedding_type, "--embd-type");
   if (o.tokenizer == "bpe") {
     spec.tokenizer = model::TinyTokenizerKind::kByteLevelBpe;
   } else if (o.tokenizer == "spm") {
@@ -62,6 +70,13 @@ void add_tiny_model_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--ctx", opts->spec.n_ctx, "Context length")->capture_default_str();
   cmd->add_option("--type", opts->type, "Weight type of the matrices (f32, f16, q8_0, q4_0, ...)")
       ->capture_default_str();
+  cmd->add_option("--embd-type", opts->embedding_type,
+                  "Weight type of token_embd (default: --type)");
+  cmd->add_option("--vocab", opts->spec.n_vocab,
+                  "Vocabulary rows, padded with unused tokens (0: the tokenizer's own)")
+      ->capture_default_str();
+  cmd->add_flag("--tie-embeddings", opts->spec.tie_embeddings,
+                "No output.weight: the output projection reuses token_embd");
   cmd->add_option("--tokenizer", opts->tokenizer, "bpe (Qwen-like) or spm (Gemma-like)")
       ->capture_default_str();
   cmd->add_option("--seed", opts->spec.seed, "Random seed of the weights")->capture_default_str();

@@ -138,6 +138,15 @@ Shape validate(const TinyModelSpec& s) {
     bad_spec("weight type " + std::string(gguf::ggml_type_name(s.weight_type)) +
              " cannot be produced by the quant module");
   }
+  if (s.embedding_type && !quant::can_quantize(*s.embedding_type) &&
+      *s.embedding_type != GgmlType::kF32) {
+    bad_spec("embedding type " + std::string(gguf::ggml_type_name(*s.embedding_type)) +
+             " cannot be produced by the quant module");
+  }
+  if (s.embedding_type) {
+    check_divides(gguf::ggml_type_info(*s.embedding_type).block_size, s.n_embd, "n_embd",
+                  *s.embedding_type);
+  }
   uint64_t block = gguf::ggml_type_info(s.weight_type).block_size;
   check_divides(block, s.n_embd, "n_embd", s.weight_type);
   check_divides(block, s.n_ff, "n_ff", s.weight_type);
@@ -150,9 +159,13 @@ class TensorEmitter {
   TensorEmitter(const TinyModelSpec& spec, gguf::GgufWriter& writer) : spec_(spec), w_(writer) {}
 
   void matrix(const std::string& name, uint64_t ne0, uint64_t ne1) {
+    matrix(name, ne0, ne1, spec_.weight_type);
+  }
+
+  void matrix(const std::string& name, uint64_t ne0, uint64_t ne1, GgmlType type) {
     std::vector<uint64_t> ne = {ne0, ne1};
     std::vector<float> values = tiny_tensor_values(spec_, name, ne0 * ne1);
-    emit(name, spec_.weight_type, ne, values);
+    emit(name, type, ne, values);
   }
 
   // Norm weights hover around 1, biases around 0.
@@ -232,7 +245,17 @@ gguf::GgufWriter build_tiny_model(const TinyModelSpec& spec) {
   const std::string& arch = spec.architecture;
   bool is_gemma = arch == "gemma3";
   TinyVocabulary vocab = make_tiny_vocabulary(spec.tokenizer);
+  if (spec.n_vocab != 0 && spec.n_vocab < vocab.tokens.size()) {
+    bad_spec("n_vocab " + std::to_string(spec.n_vocab) + " is below the tokenizer's " +
+             std::to_string(vocab.tokens.size()) + " tokens");
+  }
+  while (vocab.tokens.size() < spec.n_vocab) {
+    vocab.tokens.push_back("<|unused_" + std::to_string(vocab.tokens.size()) + "|>");
+    vocab.token_types.push_back(5);
+    if (!vocab.scores.empty()) vocab.scores.push_back(-1e9f);
+  }
   const uint64_t n_vocab = vocab.tokens.size();
+  const GgmlType embedding_type = spec.embedding_type.value_or(spec.weight_type);
 
   gguf::GgufWriter w;
   w.set_string("general.architecture", arch);
@@ -255,7 +278,7 @@ gguf::GgufWriter build_tiny_model(const TinyModelSpec& spec) {
   write_tokenizer(spec, vocab, w);
 
   TensorEmitter t(spec, w);
-  t.matrix("token_embd.weight", spec.n_embd, n_vocab);
+  t.matrix("token_embd.weight", spec.n_embd, n_vocab, embedding_type);
   t.vector("output_norm.weight", spec.n_embd, 1.0f);
   if (!spec.tie_embeddings && !is_gemma) t.matrix("output.weight", spec.n_embd, n_vocab);
   for (uint32_t i = 0; i < spec.n_layers; ++i) {

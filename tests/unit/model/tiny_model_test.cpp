@@ -167,6 +167,36 @@ TEST(TinyModel, WritesAFileTheReaderOpens) {
   EXPECT_EQ(file.find_tensor("blk.1.ffn_down.weight")->type, GgmlType::kQ8_0);
 }
 
+// Benchmark files take a real model's vocabulary shape and quantizer mix (e.g. a Q8_0 embedding
+// under Q4_0 matrices, tied as in Qwen2.5-0.5B).
+TEST(TinyModel, PadsTheVocabularyAndTakesItsOwnEmbeddingType) {
+  TinyModelSpec spec;
+  spec.weight_type = GgmlType::kQ4_0;
+  spec.embedding_type = GgmlType::kQ8_0;
+  spec.tie_embeddings = true;
+  spec.n_vocab = 1000;
+  auto file = build_and_read(spec);
+  const auto own = make_tiny_vocabulary(spec.tokenizer).tokens.size();
+  ASSERT_LT(own, 1000u);
+  auto cfg = ModelConfig::from_gguf(file);
+  EXPECT_EQ(cfg.n_vocab, 1000u);
+  EXPECT_FALSE(cfg.has_output_weight);
+  const auto* embd = file.find_tensor("token_embd.weight");
+  ASSERT_NE(embd, nullptr);
+  EXPECT_EQ(embd->type, GgmlType::kQ8_0);
+  EXPECT_EQ(embd->ne[1], 1000u);
+  EXPECT_EQ(file.find_tensor("blk.0.ffn_up.weight")->type, GgmlType::kQ4_0);
+  auto types = file.get_ints("tokenizer.ggml.token_type");
+  ASSERT_TRUE(types.has_value());
+  ASSERT_EQ(types->size(), 1000u);
+  EXPECT_EQ((*types)[own], 5);  // unused
+  EXPECT_EQ((*types)[999], 5);
+  EXPECT_NE((*types)[own - 1], 5);
+
+  spec.n_vocab = 10;  // below the tokenizer's own size
+  EXPECT_THROW(build_tiny_model(spec), Error);
+}
+
 TEST(TinyModel, RefusesSpecsThatCannotMakeAValidFile) {
   TinyModelSpec spec;
   spec.weight_type = GgmlType::kQ4_K;  // 256-element blocks; n_embd is 64

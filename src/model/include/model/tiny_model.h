@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,12 @@ struct TinyModelSpec {
   float rope_freq_base = 10000.0f;
   // Type of every 2-D weight matrix (embedding included); norms and biases are always F32.
   gguf::GgmlType weight_type = gguf::GgmlType::kF32;
+  // Type of token_embd (and of output when tied); unset: weight_type. Benchmarks use it to match
+  // the mixes quantizers write (e.g. llama.cpp's Q4_0 files keep a Q8_0 embedding).
+  std::optional<gguf::GgmlType> embedding_type;
+  // Vocabulary rows; 0 or the tokenizer's own size: no padding. Larger sizes append unused tokens
+  // (type 5, never produced by the tokenizer) so a model can have a real model's vocabulary shape.
+  uint32_t n_vocab = 0;
   bool tie_embeddings = false;  // gemma3 always ties
   uint64_t seed = 1;
   float weight_stddev = 0.05f;
