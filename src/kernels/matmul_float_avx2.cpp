@@ -86,13 +86,8 @@ constexpr int kGemmCols = 2;
 
 template <class F, int kRows, int kCols>
 void dispatch(const Tile& t) {
-  if constexpr (kRows > 1) {
-    if (t.n_w < kRows) return dispatch<F, kRows - 1, kCols>(t);
-  }
-  if constexpr (kCols > 1) {
-    if (t.n_a < kCols) return dispatch<F, kRows, kCols - 1>(t);
-  }
-  tile<F, kRows, kCols>(t);
+  dispatch_tile<kRows, kCols>(
+      t, [&t](auto r, auto c) { tile<F, decltype(r)::value, decltype(c)::value>(t); });
 }
 
 template <class F>

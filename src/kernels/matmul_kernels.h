@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "gguf/ggml_type.h"
 #include "kernels/act_quant.h"
@@ -63,6 +64,21 @@ struct Tile {
 };
 
 using TileFn = void (*)(const Tile& tile);
+
+// Calls run(std::integral_constant<int, R>{}, std::integral_constant<int, C>{}) with the smallest
+// tile shape that covers t: R <= kRows weight rows (t.n_w) and C <= kCols units of kUnit
+// activation rows (t.n_a; kUnit 8 for tiles over interleaved groups of 8 rows). Each edge shape
+// is then its own fully unrolled instantiation of the tile kernel.
+template <int kRows, int kCols, int kUnit = 1, class Run>
+inline void dispatch_tile(const Tile& t, Run&& run) {
+  if constexpr (kRows > 1) {
+    if (t.n_w < kRows) return dispatch_tile<kRows - 1, kCols, kUnit>(t, run);
+  }
+  if constexpr (kCols > 1) {
+    if (t.n_a <= kUnit * (kCols - 1)) return dispatch_tile<kRows, kCols - 1, kUnit>(t, run);
+  }
+  run(std::integral_constant<int, kRows>{}, std::integral_constant<int, kCols>{});
+}
 
 struct Kernel {
   ActKind act;

@@ -230,55 +230,27 @@ void q8_0_gemm_tile(const Tile& t) {
   for (int r = 0; r < R; ++r) store_row_groups(acc[r], t.n_a, t.y + r, t.y_stride);
 }
 
-template <int R, int NG>
-void q8_0_gemm_dispatch(const Tile& t) {
-  if constexpr (R > 1) {
-    if (t.n_w < R) return q8_0_gemm_dispatch<R - 1, NG>(t);
-  }
-  if constexpr (NG > 1) {
-    if (t.n_a <= 8 * (NG - 1)) return q8_0_gemm_dispatch<R, NG - 1>(t);
-  }
-  q8_0_gemm_tile<R, NG>(t);
-}
-
 constexpr int kGemvRows = 4;
 constexpr int kGemmRows = 1;
 constexpr int kGemmGroups = 4;
 
-template <class F, int R, int C>
-void rows_dispatch(const Tile& t) {
-  if constexpr (R > 1) {
-    if (t.n_w < R) return rows_dispatch<F, R - 1, C>(t);
-  }
-  if constexpr (C > 1) {
-    if (t.n_a < C) return rows_dispatch<F, R, C - 1>(t);
-  }
-  rows_tile<F, R, C>(t);
-}
-
-template <class F, int R, int NG>
-void gemm_dispatch(const Tile& t) {
-  if constexpr (R > 1) {
-    if (t.n_w < R) return gemm_dispatch<F, R - 1, NG>(t);
-  }
-  if constexpr (NG > 1) {
-    if (t.n_a <= 8 * (NG - 1)) return gemm_dispatch<F, R, NG - 1>(t);
-  }
-  gemm_tile<F, R, NG>(t);
-}
-
 template <class F>
 void gemv(const Tile& t) {
-  rows_dispatch<F, kGemvRows, 1>(t);
+  dispatch_tile<kGemvRows, 1>(
+      t, [&t](auto r, auto c) { rows_tile<F, decltype(r)::value, decltype(c)::value>(t); });
 }
 
 constexpr int kQ8GemmRows = 1;  // measured: 1 x 32 >= 2 x 16, 2 x 32, 3 x 16
 constexpr int kQ8GemmGroups = 4;
-void q8_0_gemm(const Tile& t) { q8_0_gemm_dispatch<kQ8GemmRows, kQ8GemmGroups>(t); }
+void q8_0_gemm(const Tile& t) {
+  dispatch_tile<kQ8GemmRows, kQ8GemmGroups, 8>(
+      t, [&t](auto r, auto g) { q8_0_gemm_tile<decltype(r)::value, decltype(g)::value>(t); });
+}
 
 template <class F>
 void gemm(const Tile& t) {
-  gemm_dispatch<F, kGemmRows, kGemmGroups>(t);
+  dispatch_tile<kGemmRows, kGemmGroups, 8>(
+      t, [&t](auto r, auto g) { gemm_tile<F, decltype(r)::value, decltype(g)::value>(t); });
 }
 
 template <class F>
