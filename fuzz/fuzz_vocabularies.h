@@ -5,8 +5,8 @@
 
 #include <string>
 
+#include "tokenizer/byte_alphabet.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
 
 namespace llms::fuzz {
 
@@ -15,17 +15,7 @@ using llms::tokenizer::Tokenizer;
 using llms::tokenizer::VocabSpec;
 
 inline std::string byte_char(int b) {
-  int n = 0;
-  for (int x = 0; x < 256; ++x) {
-    const bool printable = (x >= 33 && x <= 126) || (x >= 161 && x <= 172) || x >= 174;
-    const char32_t cp = printable ? static_cast<char32_t>(x) : static_cast<char32_t>(256 + n++);
-    if (x == b) {
-      std::string s;
-      llms::tokenizer::append_utf8(cp, s);
-      return s;
-    }
-  }
-  return {};
+  return llms::tokenizer::byte_level_utf8(static_cast<uint8_t>(b));
 }
 
 inline Tokenizer make_byte_level() {

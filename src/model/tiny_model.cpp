@@ -5,6 +5,7 @@
 #include <random>
 
 #include "quant/quant.h"
+#include "tokenizer/byte_alphabet.h"
 #include "util/error.h"
 
 namespace llms::model {
@@ -17,29 +18,14 @@ using gguf::GgmlType;
   throw Error(Error::Kind::kInvalidArgument, "tiny model: " + message);
 }
 
-// GPT-2's byte-to-unicode table: printable bytes stand for themselves, the rest are shifted to
-// code points from 256 up, in byte order. Returns the tokens in the order GPT-2-style
-// vocabularies list them (printable bytes first).
+// The 256 byte tokens of GPT-2's byte-level alphabet in the order GPT-2-style vocabularies list
+// them: bytes that stand for themselves first, then the shifted ones.
 std::vector<std::string> byte_level_alphabet() {
-  auto utf8 = [](uint32_t cp) {
-    std::string s;
-    if (cp < 0x80) {
-      s += static_cast<char>(cp);
-    } else {
-      s += static_cast<char>(0xC0 | (cp >> 6));
-      s += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    return s;
-  };
   std::vector<std::string> printable, shifted;
-  uint32_t next = 256;
-  for (uint32_t b = 0; b < 256; ++b) {
-    bool is_printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
-    if (is_printable) {
-      printable.push_back(utf8(b));
-    } else {
-      shifted.push_back(utf8(next++));
-    }
+  for (int b = 0; b < 256; ++b) {
+    const char32_t c = tokenizer::byte_level_char(static_cast<uint8_t>(b));
+    (c == static_cast<char32_t>(b) ? printable : shifted)
+        .push_back(tokenizer::byte_level_utf8(static_cast<uint8_t>(b)));
   }
   printable.insert(printable.end(), shifted.begin(), shifted.end());
   return printable;

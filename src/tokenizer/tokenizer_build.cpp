@@ -15,6 +15,7 @@
 #include <string>
 
 #include "spm_merges.h"
+#include "tokenizer/byte_alphabet.h"
 #include "tokenizer/utf8.h"
 #include "tokenizer_impl.h"
 #include "util/error.h"
@@ -31,10 +32,8 @@ struct ByteAlphabet {
 
   ByteAlphabet() {
     to_byte.fill(-1);
-    int extra = 0;
     for (int b = 0; b < 256; ++b) {
-      const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-      to_char[b] = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + extra++);
+      to_char[b] = byte_level_char(static_cast<uint8_t>(b));
       to_byte[to_char[b]] = static_cast<int16_t>(b);
     }
   }
