@@ -1,18 +1,21 @@
 // kernels/matmul_kquant_avx2: AVX2 tiles for the K-quants Q4_K, Q5_K and Q6_K against Q8_K
 // activations.
 //
-// A super-block (256 values) is walked in 8 groups of 32. Per group each weight row's values
-// are unpacked once to unsigned bytes (0..15, 0..31 or 0..63) with a vector of its sub-block
-// scales as int16, and reused for every activation row: vpmaddubsw gives int16 pair sums,
-// vpmaddwd against the scales gives scaled int32 sums, accumulated exactly over the
-// super-block. The min term (Q4_K/Q5_K: dmin * sum_j m_j * B_j) and Q6_K's -32 offset
-// (32 * sum_k sc_k * B_k) come from the activation's bsums. Per pair and super-block the
-// integers are then scaled in f32, in the same order in every tile shape.
+// A super-block (256 values) is walked in 8 groups of 32, unpacked to unsigned bytes (0..15,
+// 0..31 or 0..63): vpmaddubsw gives int16 pair sums, vpmaddwd against the sub-block scales as
+// int16 gives scaled int32 sums, accumulated exactly over the super-block. The min term
+// (Q4_K/Q5_K: dmin * sum_j m_j * B_j) and Q6_K's -32 offset (32 * sum_k sc_k * B_k) come from
+// the activation's bsums. Per (weight row, activation row) and super-block the integers are then
+// scaled in f32, in the same order in every tile shape:
+//   Q4_K/Q5_K: acc = acc + fma(d * da, sumi, -((dmin * da) * summ))
+//   Q6_K:      acc = fma(d * da, sumi, acc)
 //
-// The GEMMs have their own tiles (q6k_gemm_tile, q45k_gemm_tile: 1 weight row x 32 activation
-// rows against interleaved ActQ8Kx8 groups, no horizontal sums), with the GEMV's integers and
-// final f32 operations, so a GEMM row equals the GEMV of that row bit for bit.
-#include <cmath>
+// The GEMV (q45k_gemv_tile, q6k_gemv_tile) takes up to 4 weight rows per pass (2 are used: 4 were
+// faster in cache but slower from memory on short rows, 1536 columns) and reduces their sums into
+// the lanes of one xmm, so the f32 step runs once per pass. The GEMMs have their own tiles
+// (q6k_gemm_tile, q45k_gemm_tile: 1 weight row x 32 activation rows against interleaved ActQ8Kx8
+// groups, no horizontal sums), with the GEMV's integers and final f32 operations, so a GEMM row
+// equals the GEMV of that row bit for bit.
 #include <cstring>
 
 #include "matmul_kernels.h"
@@ -66,7 +69,6 @@ struct Q45K {
     const uint8_t* qs;
     __m256i high;  // Q5_K's qh bytes (bit j of byte l: fifth bit of element 32j + l)
     ScaleMin sm;
-    __m128i mins;  // 8 int16
     float d;
     float dmin;
   };
@@ -74,7 +76,6 @@ struct Q45K {
     p->d = load_f16(block);
     p->dmin = load_f16(block + 2);
     p->sm = unpack_scale_min(block + 4);
-    p->mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p->sm.min)));
     p->qs = block + kQsOffset;
     if constexpr (kFiveBit) p->high = loadu256(block + 16);
   }
@@ -89,13 +90,6 @@ struct Q45K {
     }
     *q = v;
     *scale = _mm256_set1_epi16(p.sm.scale[g]);
-  }
-  static float accumulate(const Prep& p, const ActQ8K& a, __m256i isum, float acc) {
-    const int sumi = hsum_i32(isum);
-    const int summ = hsum_i32(_mm_madd_epi16(p.mins, act_group_sums(a)));
-    // Explicit fma: left to itself the compiler contracts differently per tile shape.
-    return acc + std::fma(p.d * a.d, static_cast<float>(sumi),
-                          -(p.dmin * a.d) * static_cast<float>(summ));
   }
 };
 
@@ -129,52 +123,198 @@ struct Q6K {
         _mm_shuffle_epi8(p.scales, _mm_add_epi8(pick, _mm_set1_epi8(static_cast<char>(2 * g))));
     *scale = _mm256_cvtepi8_epi16(two);
   }
-  static float accumulate(const Prep& p, const ActQ8K& a, __m256i isum, float acc) {
-    // sum_k sc_k * (q - 32) * y = sum_k sc_k * q * y - 32 * sum_k sc_k * bsums_k
-    const __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(p.scales), loadu256(a.bsums));
-    const int sumi = hsum_i32(_mm256_sub_epi32(isum, _mm256_slli_epi32(offset, 5)));
-    // Explicit fma, the same operation as q6k_gemm_tile's vfmadd (GEMM row == GEMV).
-    return std::fma(p.d * a.d, static_cast<float>(sumi), acc);
-  }
 };
 
-template <class F, int R, int C>
-void tile(const Tile& t) {
-  float out[R][C] = {};
+// ---- GEMV: R (<= 4; kGemvRows = 2) weight rows x 1 activation row ----
+//
+// Per super-block each row's exact int32 sums (8 lanes) are reduced into one xmm (reduce4)
+// (lanes = rows), so the f32 step of Q45K / Q6K (the GEMMs' expressions, lane by lane) runs once
+// for the R rows. Sub-block scales are picked from a register by vpshufb (kScalePick) rather
+// than broadcast one by one. The activation loads are shared by the rows (from L1).
+
+// vpshufb controls. Q4_K/Q5_K: kScalePick[k] puts int16 element k of each 128-bit lane in all 8
+// int16 lanes. Q6_K: group s (0..3) of a half covers sub-blocks 2s (low 128-bit lane) and 2s + 1
+// (high lane) of the half's 8 int16 scales, kScalePick6[s].
+struct PickTable {
+  alignas(32) uint8_t control[8][32];
+};
+
+constexpr PickTable make_pick(bool six) {
+  PickTable t{};
+  for (int k = 0; k < 8; ++k) {
+    for (int i = 0; i < 32; ++i) {
+      const int element = six ? 2 * k + i / 16 : k;  // Q6_K: only k < 4 is used
+      t.control[k][i] = static_cast<uint8_t>((2 * element + i % 2) & 0x0f);
+    }
+  }
+  return t;
+}
+
+constexpr PickTable kScalePick = make_pick(false);
+constexpr PickTable kScalePick6 = make_pick(true);
+
+inline __m256i pick(__m256i v, const uint8_t (&control)[32]) {
+  return _mm256_shuffle_epi8(v, _mm256_load_si256(reinterpret_cast<const __m256i*>(control)));
+}
+
+// The totals of 4 vectors of 8 int32 as one xmm (lane r = sum of s_r), by transposing with
+// unpacks (one-uop shuffles) and adds: vphaddd is several shuffle-port uops on Zen 3, and the
+// shuffle ports are the busiest in these loops.
+inline __m128i reduce4(__m256i s0, __m256i s1, __m256i s2, __m256i s3) {
+  const __m256i s01 =
+      _mm256_add_epi32(_mm256_unpacklo_epi32(s0, s1), _mm256_unpackhi_epi32(s0, s1));
+  const __m256i s23 =
+      _mm256_add_epi32(_mm256_unpacklo_epi32(s2, s3), _mm256_unpackhi_epi32(s2, s3));
+  const __m256i s =
+      _mm256_add_epi32(_mm256_unpacklo_epi64(s01, s23), _mm256_unpackhi_epi64(s01, s23));
+  return _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+}
+
+// One Q4_K/Q5_K super-block of one row against activation a: the exact int32 sums of
+// scale_j * q * y (8 lanes) and, in *mins, of min_j * (group sums of a) (4 lanes).
+template <bool kFiveBit>
+inline __m256i q45k_block(const uint8_t* block, const ActQ8K& a, __m128i group_sums,
+                          __m128i* mins) {
+  using F = Q45K<kFiveBit>;
+  const ScaleMin sm = unpack_scale_min(block + 4);
+  const __m256i scales = _mm256_broadcastsi128_si256(
+      _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.scale))));
+  *mins = _mm_madd_epi16(
+      _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.min))), group_sums);
+  const uint8_t* qs = block + F::kQsOffset;
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  __m256i high;
+  if constexpr (kFiveBit) high = loadu256(block + 16);
+  __m256i sum = _mm256_setzero_si256();
+  for (int j2 = 0; j2 < 4; ++j2) {
+    const __m256i raw = loadu256(qs + 32 * j2);
+    __m256i lo = _mm256_and_si256(raw, m4);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+    if constexpr (kFiveBit) {
+      // Bit g of each qh byte moved to bit 4 (g = 2 * j2, 2 * j2 + 1); 16-bit shifts by at most
+      // 4 keep bit 4 within its own byte.
+      const __m256i b16 = _mm256_set1_epi8(0x10);
+      const int g = 2 * j2;
+      const __m256i lo_bit =
+          g < 4 ? _mm256_slli_epi16(high, 4 - g) : _mm256_srli_epi16(high, g - 4);
+      const __m256i hi_bit =
+          g + 1 < 4 ? _mm256_slli_epi16(high, 3 - g) : _mm256_srli_epi16(high, g - 3);
+      lo = _mm256_or_si256(lo, _mm256_and_si256(lo_bit, b16));
+      hi = _mm256_or_si256(hi, _mm256_and_si256(hi_bit, b16));
+    }
+    const __m256i p0 = _mm256_maddubs_epi16(lo, loadu256(a.qs + 64 * j2));
+    const __m256i p1 = _mm256_maddubs_epi16(hi, loadu256(a.qs + 64 * j2 + 32));
+    sum = _mm256_add_epi32(
+        sum, _mm256_add_epi32(_mm256_madd_epi16(p0, pick(scales, kScalePick.control[2 * j2])),
+                              _mm256_madd_epi16(p1, pick(scales, kScalePick.control[2 * j2 + 1]))));
+  }
+  return sum;
+}
+
+// d (lanes 0..3) and the f16 at offset 2 (lanes 4..7: Q4_K/Q5_K's dmin) of R rows' blocks.
+template <int R>
+inline __m256 load_d_pairs(const uint8_t* block, size_t stride) {
+  int32_t v[4] = {0, 0, 0, 0};
+  for (int r = 0; r < R; ++r) std::memcpy(&v[r], block + r * stride, 4);
+  // f16 pairs (d_r, dmin_r) -> [d0 dmin0 d1 dmin1 | d2 dmin2 d3 dmin3] -> [d0..d3 | dmin0..dmin3]
+  const __m256 pairs = _mm256_cvtph_ps(_mm_setr_epi32(v[0], v[1], v[2], v[3]));
+  const __m128 lo = _mm256_castps256_ps128(pairs);
+  const __m128 hi = _mm256_extractf128_ps(pairs, 1);
+  return _mm256_set_m128(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)),
+                         _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)));
+}
+
+template <bool kFiveBit, int R>
+void q45k_gemv_tile(const Tile& t) {
+  using F = Q45K<kFiveBit>;
   const int64_t n_blocks = t.n_cols / quant::kQK_K;
+  const auto* act = reinterpret_cast<const ActQ8K*>(t.a);
+  const __m128 sign_bit = _mm_set1_ps(-0.0f);
+  __m128 acc = _mm_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
-    typename F::Prep prep[R];
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* block = t.w + r * t.w_stride + b * F::kBytes;
-      prefetch(block + R * t.w_stride, F::kBytes);  // the next tile's rows
-      F::prepare(block, &prep[r]);
-    }
-    const ActQ8K* act[C];
-    for (int i = 0; i < C; ++i) act[i] = reinterpret_cast<const ActQ8K*>(t.a + i * t.a_stride) + b;
-    __m256i isum[R][C];
-    for (int r = 0; r < R; ++r) {
-      for (int i = 0; i < C; ++i) isum[r][i] = _mm256_setzero_si256();
-    }
-    for (int g = 0; g < 8; ++g) {
-      __m256i q[R];
-      __m256i scale[R];
-      for (int r = 0; r < R; ++r) F::group(prep[r], g, &q[r], &scale[r]);
-      for (int i = 0; i < C; ++i) {
-        const __m256i y = loadu256(act[i]->qs + 32 * g);
-        for (int r = 0; r < R; ++r) {
-          const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q[r], y), scale[r]);
-          isum[r][i] = _mm256_add_epi32(isum[r][i], p);
-        }
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      for (int i = 0; i < C; ++i)
-        out[r][i] = F::accumulate(prep[r], *act[i], isum[r][i], out[r][i]);
+    const ActQ8K& a = act[b];
+    const uint8_t* block0 = t.w + b * F::kBytes;
+    const __m128i group_sums = act_group_sums(a);
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    __m128i m0 = _mm_setzero_si128(), m1 = m0, m2 = m0, m3 = m0;
+    for (int r = 0; r < R; ++r) prefetch(block0 + (r + R) * t.w_stride, F::kBytes);
+    s0 = q45k_block<kFiveBit>(block0, a, group_sums, &m0);
+    if constexpr (R > 1) s1 = q45k_block<kFiveBit>(block0 + t.w_stride, a, group_sums, &m1);
+    if constexpr (R > 2) s2 = q45k_block<kFiveBit>(block0 + 2 * t.w_stride, a, group_sums, &m2);
+    if constexpr (R > 3) s3 = q45k_block<kFiveBit>(block0 + 3 * t.w_stride, a, group_sums, &m3);
+    const __m128i sumi = reduce4(s0, s1, s2, s3);
+    const __m128i summ = _mm_hadd_epi32(_mm_hadd_epi32(m0, m1), _mm_hadd_epi32(m2, m3));
+    const __m256 dd = load_d_pairs<R>(block0, t.w_stride);
+    const __m128 da = _mm_set1_ps(a.d);
+    // Lane by lane Q45K's acc + fma(d * da, sumi, -((dmin * da) * summ)).
+    const __m128 m = _mm_xor_ps(
+        _mm_mul_ps(_mm_mul_ps(_mm256_extractf128_ps(dd, 1), da), _mm_cvtepi32_ps(summ)), sign_bit);
+    acc = _mm_add_ps(
+        acc, _mm_fmadd_ps(_mm_mul_ps(_mm256_castps256_ps128(dd), da), _mm_cvtepi32_ps(sumi), m));
+  }
+  alignas(16) float out[4];
+  _mm_store_ps(out, acc);
+  for (int r = 0; r < R; ++r) t.y[r] = out[r];
+}
+
+// One Q6_K super-block of one row: the exact int32 sums of sc_k * (q - 32) * y (8 lanes).
+inline __m256i q6k_block(const uint8_t* block, const ActQ8K& a) {
+  const uint8_t* ql = block;
+  const uint8_t* qh = block + 128;
+  const uint8_t* sc = block + 192;
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  // -32 * sum_k sc_k * bsums_k
+  const __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(loadu128(sc)), loadu256(a.bsums));
+  __m256i sum = _mm256_setzero_si256();
+  for (int h = 0; h < 2; ++h) {
+    const __m256i scales = _mm256_broadcastsi128_si256(
+        _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8 * h))));
+    const __m256i hbits = loadu256(qh + 32 * h);
+    const __m256i raw0 = loadu256(ql + 64 * h);
+    const __m256i raw1 = loadu256(ql + 64 * h + 32);
+    // Group s of the half: low 4 bits from raw0/raw1 (low, then high nibbles), bits 4..5 from
+    // bits 2s..2s+1 of hbits (16-bit shifts by at most 4 stay within each byte for bits 4..5).
+    const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(raw0, m4),
+                                          _mm256_and_si256(_mm256_slli_epi16(hbits, 4), m30)),
+                          _mm256_or_si256(_mm256_and_si256(raw1, m4),
+                                          _mm256_and_si256(_mm256_slli_epi16(hbits, 2), m30)),
+                          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw0, 4), m4),
+                                          _mm256_and_si256(hbits, m30)),
+                          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw1, 4), m4),
+                                          _mm256_and_si256(_mm256_srli_epi16(hbits, 2), m30))};
+    for (int s = 0; s < 4; ++s) {
+      const __m256i p = _mm256_maddubs_epi16(q[s], loadu256(a.qs + 32 * (4 * h + s)));
+      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, pick(scales, kScalePick6.control[s])));
     }
   }
-  for (int i = 0; i < C; ++i) {
-    for (int r = 0; r < R; ++r) t.y[i * t.y_stride + r] = out[r][i];
+  return _mm256_sub_epi32(sum, _mm256_slli_epi32(offset, 5));
+}
+
+template <int R>
+void q6k_gemv_tile(const Tile& t) {
+  const int64_t n_blocks = t.n_cols / quant::kQK_K;
+  const auto* act = reinterpret_cast<const ActQ8K*>(t.a);
+  __m128 acc = _mm_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const ActQ8K& a = act[b];
+    const uint8_t* block0 = t.w + b * Q6K::kBytes;
+    for (int r = 0; r < R; ++r) prefetch(block0 + (r + R) * t.w_stride, Q6K::kBytes);
+    const __m256i zero = _mm256_setzero_si256();
+    const __m256i s0 = q6k_block(block0, a);
+    const __m256i s1 = R > 1 ? q6k_block(block0 + t.w_stride, a) : zero;
+    const __m256i s2 = R > 2 ? q6k_block(block0 + 2 * t.w_stride, a) : zero;
+    const __m256i s3 = R > 3 ? q6k_block(block0 + 3 * t.w_stride, a) : zero;
+    const __m128i sumi = reduce4(s0, s1, s2, s3);
+    int16_t dh[4] = {0, 0, 0, 0};
+    for (int r = 0; r < R; ++r) std::memcpy(&dh[r], block0 + r * t.w_stride + 208, 2);
+    const __m128 d = _mm_cvtph_ps(_mm_setr_epi16(dh[0], dh[1], dh[2], dh[3], 0, 0, 0, 0));
+    // Lane by lane Q6_K's fma(d * da, sumi, acc), q6k_gemm_tile's expression.
+    acc = _mm_fmadd_ps(_mm_mul_ps(d, _mm_set1_ps(a.d)), _mm_cvtepi32_ps(sumi), acc);
   }
+  alignas(16) float out[4];
+  _mm_store_ps(out, acc);
+  for (int r = 0; r < R; ++r) t.y[r] = out[r];
 }
 
 constexpr int kGemvRows = 2;
@@ -279,18 +419,10 @@ void q6k_gemm_tile(const Tile& t) {
   for (int r = 0; r < R; ++r) store_row_groups(acc[r], t.n_a, t.y + r, t.y_stride);
 }
 
-template <int R, int NG>
-void q6k_gemm_dispatch(const Tile& t) {
-  if constexpr (R > 1) {
-    if (t.n_w < R) return q6k_gemm_dispatch<R - 1, NG>(t);
-  }
-  if constexpr (NG > 1) {
-    if (t.n_a <= 8 * (NG - 1)) return q6k_gemm_dispatch<R, NG - 1>(t);
-  }
-  q6k_gemm_tile<R, NG>(t);
+void q6k_gemm(const Tile& t) {
+  dispatch_tile<kQ6GemmRows, kGemmGroups, 8>(
+      t, [&t](auto r, auto g) { q6k_gemm_tile<decltype(r)::value, decltype(g)::value>(t); });
 }
-
-void q6k_gemm(const Tile& t) { q6k_gemm_dispatch<kQ6GemmRows, kGemmGroups>(t); }
 
 // ---- Q4_K / Q5_K GEMM against interleaved activations (ActQ8Kx8) ----
 //
@@ -300,7 +432,7 @@ void q6k_gemm(const Tile& t) { q6k_gemm_dispatch<kQ6GemmRows, kGemmGroups>(t); }
 // activation groups; vpmaddubsw products are summed in int16 (Q4_K: all 8, 8 * 2 * 15 * 128 <
 // 2^15; Q5_K: 4 at a time, 4 * 2 * 31 * 128 < 2^15), then vpmaddwd by scale_j gives int32. The
 // min term is sum_j min_j * (bsums[2j] + bsums[2j+1]): one vpmaddwd per j on the interleaved
-// bsum pair against (min_j, min_j). Integers and the f32 step are the GEMV's (Q45K::accumulate).
+// bsum pair against (min_j, min_j). Integers and the f32 step are the GEMV's (q45k_gemv_tile).
 template <bool kFiveBit, int NG>
 void q45k_gemm_tile(const Tile& t) {
   using F = Q45K<kFiveBit>;
@@ -356,7 +488,7 @@ void q45k_gemm_tile(const Tile& t) {
     const __m256 dmin = _mm256_set1_ps(prep.dmin);
     for (int g = 0; g < NG; ++g) {
       const __m256 da = _mm256_load_ps(a[g]->d);
-      // acc + fma(d * da, sumi, -((dmin * da) * summ)), as Q45K::accumulate.
+      // acc + fma(d * da, sumi, -((dmin * da) * summ)), as q45k_gemv_tile.
       const __m256 m = _mm256_xor_ps(
           _mm256_mul_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(summ[g])), sign_bit);
       acc[g] = _mm256_add_ps(acc[g],
@@ -366,41 +498,28 @@ void q45k_gemm_tile(const Tile& t) {
   store_row_groups(acc, t.n_a, t.y, t.y_stride);
 }
 
-template <bool kFiveBit, int NG>
-void q45k_gemm_dispatch(const Tile& t) {
-  if constexpr (NG > 1) {
-    if (t.n_a <= 8 * (NG - 1)) return q45k_gemm_dispatch<kFiveBit, NG - 1>(t);
-  }
-  q45k_gemm_tile<kFiveBit, NG>(t);
+template <bool kFiveBit>
+void q45k_gemm(const Tile& t) {
+  dispatch_tile<1, kGemmGroups, 8>(
+      t, [&t](auto, auto g) { q45k_gemm_tile<kFiveBit, decltype(g)::value>(t); });
 }
 
 template <bool kFiveBit>
-void q45k_gemm(const Tile& t) {
-  q45k_gemm_dispatch<kFiveBit, kGemmGroups>(t);
+void q45k_gemv(const Tile& t) {
+  dispatch_tile<kGemvRows, 1>(
+      t, [&t](auto r, auto) { q45k_gemv_tile<kFiveBit, decltype(r)::value>(t); });
 }
 
-template <class F, int kRows, int kCols>
-void dispatch(const Tile& t) {
-  if constexpr (kRows > 1) {
-    if (t.n_w < kRows) return dispatch<F, kRows - 1, kCols>(t);
-  }
-  if constexpr (kCols > 1) {
-    if (t.n_a < kCols) return dispatch<F, kRows, kCols - 1>(t);
-  }
-  tile<F, kRows, kCols>(t);
+void q6k_gemv(const Tile& t) {
+  dispatch_tile<kGemvRows, 1>(t, [&t](auto r, auto) { q6k_gemv_tile<decltype(r)::value>(t); });
 }
 
-template <class F>
-void gemv(const Tile& t) {
-  dispatch<F, kGemvRows, 1>(t);
-}
-
-constexpr Kernel kQ4_K{ActKind::kQ8Kx8, kGemvRows,          1,
-                       8 * kGemmGroups, &gemv<Q45K<false>>, &q45k_gemm<false>};
-constexpr Kernel kQ5_K{ActKind::kQ8Kx8, kGemvRows,         1,
-                       8 * kGemmGroups, &gemv<Q45K<true>>, &q45k_gemm<true>};
-constexpr Kernel kQ6_K{ActKind::kQ8Kx8, kGemvRows,  kQ6GemmRows,
-                       8 * kGemmGroups, &gemv<Q6K>, &q6k_gemm};
+constexpr Kernel kQ4_K{ActKind::kQ8Kx8, kGemvRows,         1,
+                       8 * kGemmGroups, &q45k_gemv<false>, &q45k_gemm<false>};
+constexpr Kernel kQ5_K{ActKind::kQ8Kx8, kGemvRows,        1,
+                       8 * kGemmGroups, &q45k_gemv<true>, &q45k_gemm<true>};
+constexpr Kernel kQ6_K{ActKind::kQ8Kx8, kGemvRows, kQ6GemmRows,
+                       8 * kGemmGroups, &q6k_gemv, &q6k_gemm};
 
 }  // namespace
 

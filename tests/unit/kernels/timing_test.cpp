@@ -3,10 +3,10 @@
 //   - read bandwidth: sum of a 1 GiB float array with 1 and 2 threads (the decode floor);
 //   - every figure is the best batch of calls (see time_per_call), so that on a shared machine
 //     the time other processes take is not charged to the kernel;
-//   - GEMV (m = 1) on the Qwen2.5-0.5B projection shapes in Q5_0/Q8_0/Q4_K/Q6_K, per ISA and
-//     thread count, as GB/s of weight bytes and as a ratio to the measured read bandwidth. The
-//     weights are cycled through enough copies (>= 512 MiB) that each call reads from memory,
-//     not from the last-level cache, as in a real decode step;
+//   - GEMV (m = 1) on the Qwen2.5-0.5B projection shapes in Q5_0/Q8_0/Q4_K/Q5_K/Q6_K and the
+//     1.5B ones in Q4_K/Q6_K, per ISA and thread count, as GB/s of weight bytes and as a ratio to
+//     the measured read bandwidth. The weights are cycled through enough copies (>= 512 MiB) that
+//     each call reads from memory, not from the last-level cache, as in a real decode step;
 //   - GEMM with m = 32 and m = 512, as GFLOP/s (2 * m * n_rows * n_cols per call), and the
 //     output matrix (Q8_0 151936 x 896, Qwen2.5's tied embedding) at m = 32 (batched decode).
 #include <gtest/gtest.h>
@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -117,6 +118,9 @@ struct Shape {
 // 896 is not a multiple of 256, so the K-quants only take the down projection (which is what
 // the GGUF does: Q5_0/Q8_0 for the 896-column matrices, Q4_K/Q6_K for ffn_down).
 constexpr Shape kShapes[] = {{896, 896}, {4864, 896}, {896, 4864}};
+// Qwen2.5-1.5B's projections (q/o 1536x1536, gate/up 8960x1536, down 1536x8960), timed for the
+// types its Q4_K_M file uses there (Q4_K, Q6_K): the GEMV case only.
+constexpr Shape kShapes1_5B[] = {{1536, 1536}, {8960, 1536}, {1536, 8960}};
 
 bool fits(GgmlType type, Shape shape) {
   return shape.n_cols % gguf::ggml_type_info(type).block_size == 0;
@@ -143,41 +147,49 @@ TEST(KernelTiming, ReadBandwidth) {
 TEST(KernelTiming, Gemv) {
   if (!timing_enabled()) GTEST_SKIP() << "set LLMS_KERNEL_TIMING=1 to time";
   const std::vector<double>& bandwidth = read_bandwidth();
+  std::vector<std::pair<GgmlType, Shape>> cases;
   for (GgmlType type : kTypes) {
     for (const Shape& shape : kShapes) {
-      if (!fits(type, shape)) continue;
-      size_t row_bytes = 0;
-      const std::vector<uint8_t> one = random_matrix(type, shape, &row_bytes);
-      // Enough copies that a pass over them all overflows any cache.
-      const size_t n_copies = std::max<size_t>(2, (size_t{512} << 20) / one.size());
-      std::vector<uint8_t> copies(one.size() * n_copies);
-      for (size_t c = 0; c < n_copies; ++c)
-        std::copy(one.begin(), one.end(), copies.begin() + c * one.size());
-      auto rng = testing::rng_for(3);
-      const std::vector<float> x = testing::gaussian(rng, static_cast<size_t>(shape.n_cols));
-      std::vector<float> y(static_cast<size_t>(shape.n_rows));
-      for (Isa isa : testing::all_isas()) {
-        if (!isa_supported(isa)) continue;
-        for (int threads = 1; threads <= thread_counts_max(); ++threads) {
-          ThreadPool pool(threads);
-          MatmulScratch scratch;
-          scratch.reserve(1, shape.n_cols);
-          size_t next = 0;
-          const double seconds = time_per_call([&] {
-            const QuantMatrix w{type, copies.data() + next * one.size(), shape.n_rows, shape.n_cols,
-                                row_bytes};
-            next = (next + 1) % n_copies;
-            matmul(w, x.data(), 1, shape.n_cols, y.data(), shape.n_rows, pool, scratch, isa);
-          });
-          const double gbps = static_cast<double>(one.size()) / seconds / 1e9;
-          std::printf(
-              "{\"bench\": \"gemv\", \"type\": \"%s\", \"isa\": \"%s\", \"threads\": %d, "
-              "\"n_rows\": %lld, \"n_cols\": %lld, \"weight_bytes\": %zu, \"us_per_call\": %.2f, "
-              "\"gb_per_s\": %.2f, \"ratio_to_read_bw\": %.3f}\n",
-              std::string(gguf::ggml_type_name(type)).c_str(), std::string(isa_name(isa)).c_str(),
-              threads, static_cast<long long>(shape.n_rows), static_cast<long long>(shape.n_cols),
-              one.size(), seconds * 1e6, gbps, gbps / bandwidth[static_cast<size_t>(threads)]);
-        }
+      if (fits(type, shape)) cases.emplace_back(type, shape);
+    }
+  }
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    for (const Shape& shape : kShapes1_5B) cases.emplace_back(type, shape);
+  }
+  for (const auto& one_case : cases) {
+    const GgmlType type = one_case.first;  // not a structured binding: clang 14's lambdas
+    const Shape shape = one_case.second;   // cannot capture those
+    size_t row_bytes = 0;
+    const std::vector<uint8_t> one = random_matrix(type, shape, &row_bytes);
+    // Enough copies that a pass over them all overflows any cache.
+    const size_t n_copies = std::max<size_t>(2, (size_t{512} << 20) / one.size());
+    std::vector<uint8_t> copies(one.size() * n_copies);
+    for (size_t c = 0; c < n_copies; ++c)
+      std::copy(one.begin(), one.end(), copies.begin() + c * one.size());
+    auto rng = testing::rng_for(3);
+    const std::vector<float> x = testing::gaussian(rng, static_cast<size_t>(shape.n_cols));
+    std::vector<float> y(static_cast<size_t>(shape.n_rows));
+    for (Isa isa : testing::all_isas()) {
+      if (!isa_supported(isa)) continue;
+      for (int threads = 1; threads <= thread_counts_max(); ++threads) {
+        ThreadPool pool(threads);
+        MatmulScratch scratch;
+        scratch.reserve(1, shape.n_cols);
+        size_t next = 0;
+        const double seconds = time_per_call([&] {
+          const QuantMatrix w{type, copies.data() + next * one.size(), shape.n_rows, shape.n_cols,
+                              row_bytes};
+          next = (next + 1) % n_copies;
+          matmul(w, x.data(), 1, shape.n_cols, y.data(), shape.n_rows, pool, scratch, isa);
+        });
+        const double gbps = static_cast<double>(one.size()) / seconds / 1e9;
+        std::printf(
+            "{\"bench\": \"gemv\", \"type\": \"%s\", \"isa\": \"%s\", \"threads\": %d, "
+            "\"n_rows\": %lld, \"n_cols\": %lld, \"weight_bytes\": %zu, \"us_per_call\": %.2f, "
+            "\"gb_per_s\": %.2f, \"ratio_to_read_bw\": %.3f}\n",
+            std::string(gguf::ggml_type_name(type)).c_str(), std::string(isa_name(isa)).c_str(),
+            threads, static_cast<long long>(shape.n_rows), static_cast<long long>(shape.n_cols),
+            one.size(), seconds * 1e6, gbps, gbps / bandwidth[static_cast<size_t>(threads)]);
       }
     }
   }
