@@ -7,6 +7,12 @@
 // connection has been released (returned to the pool or closed). Time stamps are taken in the
 // completion handler that delivered the bytes, before any parsing, so parsing cost never shifts a
 // measured time.
+//
+// Silence while reading a body is watched by one timer per request (the watchdog), not by
+// re-arming the stream's timeout on every read: the reads of a stream come once per token, and
+// a timer re-armed per read costs the client system calls per token. For the same reason a
+// chunked event stream is read from the socket and de-chunked here (bench/chunked), not through
+// Beast's parser, which takes extra handler round trips per chunk.
 #include "bench/client.h"
 
 #include <sys/resource.h>
@@ -27,6 +33,7 @@
 #include <optional>
 
 #include "bench/arrivals.h"
+#include "bench/chunked.h"
 #include "bench/openai.h"
 #include "bench/sse.h"
 #include "util/error.h"
@@ -184,8 +191,7 @@ class Runner;
 
 class Exchange : public std::enable_shared_from_this<Exchange> {
  public:
-  Exchange(Runner& runner, RequestRecord rec, const PreparedRequest& request)
-      : runner_(runner), rec_(std::move(rec)), request_(request) {}
+  Exchange(Runner& runner, RequestRecord rec, const PreparedRequest& request);
 
   void start();
 
@@ -195,6 +201,11 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   void read_header();
   void read_body();
   void on_body_bytes(std::string_view bytes, Clock::time_point t);
+  void read_raw();
+  void on_raw_bytes(std::string_view bytes, Clock::time_point t);
+  bool on_sse_bytes(std::string_view bytes, Clock::time_point t);
+  bool body_done() const { return raw_ ? chunked_.done() : parser_->is_done(); }
+  bool keep_alive() const { return parser_->get().keep_alive() && !raw_leftover_; }
   void on_event(const SseEvent& ev, Clock::time_point t);
   bool can_retry(const beast::error_code& ec) const;
   void retry_fresh();
@@ -203,12 +214,18 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   void fail(const char* kind, std::string message);
   void release_connection(bool reusable);
   void arm_timeout(double s);
+  void watch_silence(double limit_s);
+  void on_watchdog(const beast::error_code& ec);
 
   Runner& runner_;
   RequestRecord rec_;
   const PreparedRequest& request_;
   Clock::time_point t_start_;
   Clock::time_point t_last_content_;
+  Clock::time_point t_heard_;  // the last bytes of the body (or the head) arrived
+  asio::steady_timer watchdog_;
+  double silence_limit_s_ = 0;               // 0: the watchdog is not armed
+  bool timed_out_ = false;                   // the watchdog cancelled the read
   std::optional<Clock::time_point> t_done_;  // [DONE] seen: E2E ends here
   std::unique_ptr<beast::tcp_stream> stream_;
   beast::flat_buffer buffer_;
@@ -216,6 +233,10 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   std::optional<http::response_parser<http::buffer_body>> parser_;
   std::array<char, 8192> chunk_{};
   SseParser sse_;
+  bool raw_ = false;  // the body is read from the socket and de-chunked by chunked_
+  ChunkedDecoder chunked_;
+  std::vector<std::string_view> pieces_;
+  bool raw_leftover_ = false;  // bytes after the end of the body: the connection is not reused
   std::vector<SseEvent> events_;
   std::string body_;  // non-streamed body or error body
   bool is_sse_ = false;
@@ -295,6 +316,9 @@ class Runner {
 };
 
 // --- Exchange ---
+
+Exchange::Exchange(Runner& runner, RequestRecord rec, const PreparedRequest& request)
+    : runner_(runner), rec_(std::move(rec)), request_(request), watchdog_(runner.ioc()) {}
 
 void Exchange::start() {
   t_start_ = Clock::now();
@@ -379,8 +403,44 @@ void Exchange::read_header() {
         if (self->parser_->is_done()) {
           return self->on_body_bytes({}, Clock::now());
         }
+        if (self->is_sse_ && self->parser_->chunked()) {
+          // The event stream: de-chunked here, starting with what came with the head.
+          self->raw_ = true;
+          const auto head_rest = self->buffer_.data();
+          std::string rest(static_cast<const char*>(head_rest.data()), head_rest.size());
+          self->buffer_.consume(self->buffer_.size());
+          if (!rest.empty()) return self->on_raw_bytes(rest, Clock::now());
+          return self->read_raw();
+        }
         self->read_body();
       });
+}
+
+void Exchange::watch_silence(double limit_s) {
+  if (silence_limit_s_ == 0) {
+    stream_->expires_never();  // from here the watchdog, not the stream, bounds the reads
+    t_heard_ = Clock::now();
+  } else if (limit_s >= silence_limit_s_) {
+    return;  // armed already, and its deadline is not moved earlier
+  }
+  silence_limit_s_ = limit_s;
+  watchdog_.expires_at(t_heard_ + seconds(limit_s));
+  watchdog_.async_wait(
+      [self = shared_from_this()](const beast::error_code& ec) { self->on_watchdog(ec); });
+}
+
+void Exchange::on_watchdog(const beast::error_code& ec) {
+  if (ec || silence_limit_s_ == 0 || !stream_) return;  // cancelled: the exchange is over
+  const Clock::time_point deadline = t_heard_ + seconds(silence_limit_s_);
+  if (Clock::now() < deadline) {  // bytes came since it was set: wait for the rest
+    watchdog_.expires_at(deadline);
+    watchdog_.async_wait(
+        [self = shared_from_this()](const beast::error_code& e) { self->on_watchdog(e); });
+    return;
+  }
+  timed_out_ = true;
+  beast::error_code ignored;
+  stream_->socket().cancel(ignored);  // the pending read ends with operation_aborted
 }
 
 void Exchange::read_body() {
@@ -388,11 +448,13 @@ void Exchange::read_body() {
   body.data = chunk_.data();
   body.size = chunk_.size();
   // After [DONE] only the end of the body is awaited, for the connection's sake: briefly.
-  arm_timeout(t_done_ ? std::min(2.0, runner_.config().timeout_s) : runner_.config().timeout_s);
+  watch_silence(t_done_ ? std::min(2.0, runner_.config().timeout_s) : runner_.config().timeout_s);
   http::async_read_some(
       *stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
         const Clock::time_point t = Clock::now();
+        self->t_heard_ = t;
         if (ec == http::error::need_buffer) ec = {};
+        if (self->timed_out_) ec = beast::error::timeout;
         const size_t n = self->chunk_.size() - self->parser_->get().body().size;
         if (ec) {
           if (self->recorded_) {  // failed while draining after [DONE]: the record stands
@@ -404,6 +466,69 @@ void Exchange::read_body() {
         }
         self->on_body_bytes(std::string_view(self->chunk_.data(), n), t);
       });
+}
+
+void Exchange::read_raw() {
+  // After [DONE] only the end of the body is awaited, for the connection's sake: briefly.
+  watch_silence(t_done_ ? std::min(2.0, runner_.config().timeout_s) : runner_.config().timeout_s);
+  stream_->socket().async_read_some(
+      asio::buffer(chunk_), [self = shared_from_this()](beast::error_code ec, size_t n) {
+        const Clock::time_point t = Clock::now();
+        self->t_heard_ = t;
+        if (self->timed_out_) ec = beast::error::timeout;
+        if (ec) {
+          if (self->recorded_) {  // failed while draining after [DONE]: the record stands
+            self->release_connection(false);
+            return self->deliver();
+          }
+          return self->fail(ec == beast::error::timeout ? "timeout" : "protocol",
+                            "reading the response: " + describe(ec));
+        }
+        self->on_raw_bytes(std::string_view(self->chunk_.data(), n), t);
+      });
+}
+
+void Exchange::on_raw_bytes(std::string_view bytes, Clock::time_point t) {
+  pieces_.clear();
+  size_t used = 0;
+  try {
+    used = chunked_.feed(bytes, pieces_);
+  } catch (const Error& e) {
+    if (recorded_) {
+      release_connection(false);
+      return deliver();
+    }
+    return fail("protocol", e.what());
+  }
+  if (used < bytes.size()) raw_leftover_ = true;
+  if (recorded_) {  // draining after [DONE]
+    if (!chunked_.done()) return read_raw();
+    release_connection(keep_alive());
+    return deliver();
+  }
+  for (std::string_view piece : pieces_) {
+    if (!on_sse_bytes(piece, t)) return;  // failed inside the stream
+  }
+  if (chunked_.done()) return finish(t_done_.value_or(t));
+  if (t_done_) return finish(*t_done_);  // E2E ends at [DONE]; finish() drains the rest
+  read_raw();
+}
+
+// Feeds stream bytes to the SSE parser and handles the events; false once the record failed.
+bool Exchange::on_sse_bytes(std::string_view bytes, Clock::time_point t) {
+  events_.clear();
+  try {
+    sse_.feed(bytes, events_);
+  } catch (const Error& e) {
+    fail("protocol", e.what());
+    return false;
+  }
+  runner_.count_sse_events(events_.size());
+  for (const auto& ev : events_) {
+    on_event(ev, t);
+    if (recorded_) return false;  // failed inside the stream
+  }
+  return true;
 }
 
 void Exchange::on_body_bytes(std::string_view bytes, Clock::time_point t) {
@@ -433,17 +558,7 @@ void Exchange::on_body_bytes(std::string_view bytes, Clock::time_point t) {
     rec_.n_content_chunks = info.has_content ? 1 : 0;
     return finish(t);
   }
-  events_.clear();
-  try {
-    sse_.feed(bytes, events_);
-  } catch (const Error& e) {
-    return fail("protocol", e.what());
-  }
-  runner_.count_sse_events(events_.size());
-  for (const auto& ev : events_) {
-    on_event(ev, t);
-    if (recorded_) return;  // failed inside the stream
-  }
+  if (!on_sse_bytes(bytes, t)) return;
   if (parser_->is_done()) return finish(t_done_.value_or(t));
   if (t_done_) return finish(*t_done_);  // E2E ends at [DONE]; finish() drains the rest
   read_body();
@@ -489,8 +604,8 @@ void Exchange::finish(Clock::time_point t_end) {
   // The record is delivered only once the connection is released: a closed loop issues the
   // next request from on_record, and it should find this connection idle. When [DONE] came
   // before the end of the body, the end is awaited first (briefly; E2E already stopped).
-  if (!parser_->is_done()) return read_body();
-  release_connection(parser_->get().keep_alive());
+  if (!body_done()) return raw_ ? read_raw() : read_body();
+  release_connection(keep_alive());
   deliver();
 }
 
@@ -511,6 +626,10 @@ void Exchange::fail(const char* kind, std::string message) {
 }
 
 void Exchange::release_connection(bool reusable) {
+  if (silence_limit_s_ != 0) {
+    silence_limit_s_ = 0;
+    watchdog_.cancel();
+  }
   if (!stream_) return;
   if (reusable && buffer_.size() == 0) {
     stream_->expires_never();

@@ -9,6 +9,14 @@ namespace {
 
 constexpr std::string_view kBom = "\xEF\xBB\xBF";
 
+// The first CR or LF at or after `from`. (find_first_of("\r\n") calls memchr once per byte.)
+size_t find_line_end(std::string_view s, size_t from) {
+  for (size_t i = from; i < s.size(); ++i) {
+    if (s[i] == '\n' || s[i] == '\r') return i;
+  }
+  return std::string_view::npos;
+}
+
 }  // namespace
 
 void SseParser::feed(std::string_view bytes, std::vector<SseEvent>& out) {
@@ -37,7 +45,7 @@ void SseParser::feed(std::string_view bytes, std::vector<SseEvent>& out) {
         continue;
       }
     }
-    const size_t end = bytes.find_first_of("\r\n", i);
+    const size_t end = find_line_end(bytes, i);
     if (end == std::string_view::npos) {
       line_.append(bytes.substr(i));
       if (line_.size() + data_.size() > max_bytes_) {

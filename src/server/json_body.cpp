@@ -95,4 +95,50 @@ std::string dump_json(const nlohmann::json& value) {
   return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+void append_json_string(std::string& out, std::string_view text) {
+  if (find_invalid_utf8(text) != std::string_view::npos) {
+    out += dump_json(nlohmann::json(std::string(text)));  // rare: keep one replacement rule
+    return;
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  out.push_back('"');
+  size_t run = 0;  // start of the bytes not yet copied
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out.append(text.data() + run, i - run);
+    run = i + 1;
+    out.push_back('\\');
+    switch (c) {
+      case '"':
+        out.push_back('"');
+        break;
+      case '\\':
+        out.push_back('\\');
+        break;
+      case '\b':
+        out.push_back('b');
+        break;
+      case '\f':
+        out.push_back('f');
+        break;
+      case '\n':
+        out.push_back('n');
+        break;
+      case '\r':
+        out.push_back('r');
+        break;
+      case '\t':
+        out.push_back('t');
+        break;
+      default:
+        out.append("u00");
+        out.push_back(kHex[c >> 4]);
+        out.push_back(kHex[c & 0xF]);
+    }
+  }
+  out.append(text.data() + run, text.size() - run);
+  out.push_back('"');
+}
+
 }  // namespace llms::server

@@ -1,8 +1,11 @@
 // server/openai_response: response and chunk shapes (see openai_response.h).
 #include "server/openai_response.h"
 
+#include <fmt/core.h>
+
 #include <cmath>
 
+#include "server/json_body.h"
 #include "server/sse.h"
 #include "tokenizer/tokenizer.h"
 
@@ -125,42 +128,78 @@ json ResponseBuilder::chunk_base() const {
           {"model", model_}};
 }
 
+// Stream chunks are written directly, one per token, in the bytes dump_json would give for the
+// same JSON tree: keys in sorted order (nlohmann's object map), no spaces. The fields after
+// "choices" are the same in every chunk of the response and are rendered once.
+void ResponseBuilder::begin_chunk(std::string& sse) const { sse += "data: {\"choices\":[{"; }
+
+void ResponseBuilder::end_chunk(std::string& sse, bool include_usage_field) {
+  if (chunk_tail_.empty()) {
+    chunk_tail_ = fmt::format(",\"created\":{},\"id\":", created_);
+    append_json_string(chunk_tail_, id_);
+    chunk_tail_ += ",\"model\":";
+    append_json_string(chunk_tail_, model_);
+    chunk_tail_ += endpoint_ == Endpoint::kChat ? ",\"object\":\"chat.completion.chunk\""
+                                                : ",\"object\":\"text_completion\"";
+  }
+  sse += "}]";
+  sse += chunk_tail_;
+  sse += include_usage_field ? ",\"usage\":null}\n\n" : "}\n\n";
+}
+
 void ResponseBuilder::stream_event(int32_t index, const engine::RequestOutput& out,
                                    bool include_usage_field, std::string& sse) {
   Choice& c = choices_.at(static_cast<size_t>(index));
   const bool first = !c.started;
   c.started = true;
   if (endpoint_ == Endpoint::kChat && first) {
-    json chunk = chunk_base();
-    chunk["choices"] = json::array({{{"index", index},
-                                     {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                     {"logprobs", nullptr},
-                                     {"finish_reason", nullptr}}});
-    if (include_usage_field) chunk["usage"] = nullptr;
-    append_sse_event(sse, chunk);
+    begin_chunk(sse);
+    sse += "\"delta\":{\"content\":\"\",\"role\":\"assistant\"},\"finish_reason\":null,\"index\":";
+    sse += std::to_string(index);
+    sse += ",\"logprobs\":null";
+    end_chunk(sse, include_usage_field);
   }
-  std::string text = out.text;
-  if (first && endpoint_ == Endpoint::kCompletions && !c.text.empty()) {
-    text = c.text + text;  // echo: the prompt goes out with the first chunk
-  }
+  // Echo (completions): the prompt goes out with the first chunk.
+  const bool echo = first && endpoint_ == Endpoint::kCompletions && !c.text.empty();
   const std::string finish = out.finished ? finish_reason_string(out.finish_reason) : "";
-  if (text.empty() && out.tokens.empty() && finish.empty()) return;
-  json choice = {
-      {"index", index},
-      {"logprobs", logprobs_ && !out.tokens.empty() ? logprobs_json(out.tokens, 0) : json(nullptr)},
-      {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}};
+  if (!echo && out.text.empty() && out.tokens.empty() && finish.empty()) return;
+  begin_chunk(sse);
   if (endpoint_ == Endpoint::kChat) {
-    choice["delta"] = text.empty() ? json::object() : json{{"content", text}};
+    if (out.text.empty()) {
+      sse += "\"delta\":{},";
+    } else {
+      sse += "\"delta\":{\"content\":";
+      append_json_string(sse, out.text);
+      sse += "},";
+    }
+  }
+  sse += "\"finish_reason\":";
+  if (finish.empty()) {
+    sse += "null";
   } else {
-    choice["text"] = text;
+    append_json_string(sse, finish);
+  }
+  sse += ",\"index\":";
+  sse += std::to_string(index);
+  sse += ",\"logprobs\":";
+  if (logprobs_ && !out.tokens.empty()) {
+    sse += dump_json(logprobs_json(out.tokens, 0));
+  } else {
+    sse += "null";
   }
   if (out.finished) {
-    choice["stop_reason"] = out.stop_reason.empty() ? json(nullptr) : json(out.stop_reason);
+    sse += ",\"stop_reason\":";
+    if (out.stop_reason.empty()) {
+      sse += "null";
+    } else {
+      append_json_string(sse, out.stop_reason);
+    }
   }
-  json chunk = chunk_base();
-  chunk["choices"] = json::array({std::move(choice)});
-  if (include_usage_field) chunk["usage"] = nullptr;
-  append_sse_event(sse, chunk);
+  if (endpoint_ == Endpoint::kCompletions) {
+    sse += ",\"text\":";
+    append_json_string(sse, echo ? c.text + out.text : out.text);
+  }
+  end_chunk(sse, include_usage_field);
 }
 
 json ResponseBuilder::usage_chunk() const {

@@ -3,9 +3,15 @@
 //
 // Invariants (all state is touched only on the connection's strand):
 //  - At most one read (request head/body, or the disconnect watch) and one write are pending.
+//  - Engine events cross to the strand through inbox_ (under inbox_mutex_, the only state the
+//    engine thread touches): an event is queued and a drain is posted only when none is pending
+//    already, so a burst of events costs one wake of the I/O thread and one write.
 //  - Bytes to send accumulate in out_ and go out in one write at a time (events that arrive while
-//    a write is pending are coalesced into the next one); a write that fails or outlasts
-//    write_timeout_s means the client is gone.
+//    a write is pending are coalesced into the next one). A write is first tried at once on the
+//    non-blocking socket; only what the kernel does not take goes to an asynchronous write under
+//    write_timeout_s. A write that fails or outlasts the timeout means the client is gone.
+//    Completion (end of exchange, failure) is always handled from a posted handler, never from
+//    inside flush(), so callers of flush() never see the session change under them.
 //  - While a generation runs, a read stays pending on the socket: EOF or an error there (or a
 //    failed write) is a disconnect, and every unfinished engine request of the exchange is
 //    aborted at once. The session lives until the engine's last event for each request arrived
@@ -20,8 +26,10 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <charconv>
 #include <chrono>
 #include <ctime>
+#include <mutex>
 #include <random>
 
 #include "engine/async_engine.h"
@@ -122,6 +130,8 @@ class Session : public std::enable_shared_from_this<Session> {
         stream_(std::move(socket)),
         cfg_(server_->config) {
     server_->open_connections.fetch_add(1);
+    beast::error_code ignored;
+    stream_.socket().non_blocking(true, ignored);  // for flush()'s immediate write
   }
 
   ~Session() {
@@ -394,7 +404,14 @@ class Session : public std::enable_shared_from_this<Session> {
         if (o.request_finished) {
           if (auto s = weak_server.lock()) s->admitted.fetch_sub(1);
         }
-        asio::post(self->strand_, [self, k, o] { self->on_output(k, o); });
+        bool post = false;
+        {
+          std::lock_guard lock(self->inbox_mutex_);
+          self->inbox_.push_back({k, o});
+          post = !self->drain_posted_;
+          self->drain_posted_ = true;
+        }
+        if (post) asio::post(self->strand_, [self] { self->drain_inbox(); });
       };
       try {
         const int64_t engine_id = b.engine->submit(std::move(requests[k]), std::move(on_output));
@@ -423,6 +440,18 @@ class Session : public std::enable_shared_from_this<Session> {
     start_watch();
   }
 
+  // On the strand: every event queued since the last drain, then one write for all of them.
+  void drain_inbox() {
+    {
+      std::lock_guard lock(inbox_mutex_);
+      batch_.swap(inbox_);
+      drain_posted_ = false;
+    }
+    for (const Pending& p : batch_) on_output(p.k, p.out);
+    batch_.clear();
+    flush();
+  }
+
   void on_output(size_t k, const engine::RequestOutput& o) {
     if (!job_) return;
     Job& job = *job_;
@@ -445,9 +474,9 @@ class Session : public std::enable_shared_from_this<Session> {
     const int32_t choice = sub.prompt_index * job.n + o.index;
     if (job.stream) {
       if (o.finish_reason != engine::FinishReason::kAbort) {
-        std::string sse;
-        job.builder->stream_event(choice, o, job.include_usage, sse);
-        append_chunk(sse);
+        sse_.clear();
+        job.builder->stream_event(choice, o, job.include_usage, sse_);
+        append_chunk(sse_);
       }
     } else {
       job.builder->accumulate(choice, o);
@@ -529,24 +558,44 @@ class Session : public std::enable_shared_from_this<Session> {
   // ---- writing ------------------------------------------------------------------------------
   void append_out(std::string_view bytes) { out_.append(bytes); }
 
-  // One HTTP/1.1 chunk of a streamed body.
+  // One HTTP/1.1 chunk of a streamed body (sent by the next flush()).
   void append_chunk(std::string_view data) {
     if (data.empty()) return;
-    out_ += fmt::format("{:x}\r\n", data.size());
+    char size[2 * sizeof(size_t)];
+    const auto r = std::to_chars(size, size + sizeof(size), data.size(), 16);
+    out_.append(size, r.ptr);
+    out_ += "\r\n";
     out_.append(data);
     out_ += "\r\n";
-    flush();
   }
 
   void flush() {
     if (writing_ || out_.empty() || closed_) return;
+    // Most writes fit in the socket's send buffer: they go out now, without arming the write
+    // timer or waiting for a completion handler.
+    beast::error_code ec;
+    const size_t n = stream_.socket().write_some(asio::buffer(out_), ec);
+    if (!ec && n == out_.size()) {
+      out_.clear();
+      if (!exchange_done_) return;
+      writing_ = true;  // ends the exchange from a handler, as an asynchronous write would
+      asio::post(strand_, [self = shared_from_this()] { self->on_write({}); });
+      return;
+    }
+    if (ec && ec != asio::error::would_block) {
+      writing_ = true;
+      asio::post(strand_, [self = shared_from_this(), ec] { self->on_write(ec); });
+      return;
+    }
+    // The send buffer is full (a slow reader): the rest waits under the write timeout.
+    out_.erase(0, ec ? 0 : n);
     writing_ = true;
     wbuf_.swap(out_);
     out_.clear();
     stream_.expires_after(seconds(cfg_.write_timeout_s));
     asio::async_write(
         stream_, asio::buffer(wbuf_),
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_write(ec); });
+        [self = shared_from_this()](beast::error_code e, size_t) { self->on_write(e); });
   }
 
   void on_write(beast::error_code ec) {
@@ -606,6 +655,15 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   std::vector<std::pair<std::string, std::string>> extra_headers_;
   std::unique_ptr<Job> job_;
+  struct Pending {
+    size_t k = 0;  // which engine request of the job
+    engine::RequestOutput out;
+  };
+  std::mutex inbox_mutex_;
+  std::vector<Pending> inbox_;  // guarded by inbox_mutex_ (filled on the engine thread)
+  bool drain_posted_ = false;   // guarded by inbox_mutex_
+  std::vector<Pending> batch_;  // the events being handled (strand)
+  std::string sse_;             // scratch for one event's SSE text
   std::string out_;
   std::string wbuf_;
   bool keep_alive_ = true;

@@ -243,6 +243,23 @@ TEST(LoadRunner, SilentServerTimesOut) {
   EXPECT_GE(run.records[0].e2e_ms, 300);
 }
 
+// The timeout bounds silence, not the whole stream: a stream longer than the timeout whose
+// tokens keep coming is not cut (the silence watchdog is pushed back by every read).
+TEST(LoadRunner, LongStreamWithShortGapsDoesNotTimeOut) {
+  StandInConfig sc;
+  sc.first_token_ms = 60;
+  sc.token_gap_ms = 60;
+  StandInServer server(sc);
+  auto requests = prepare({"steady"}, 12);
+  LoadConfig c = config_for(server, 1, 1);
+  c.timeout_s = 0.5;
+  RunResult run = run_load(c, requests);
+  ASSERT_EQ(run.records.size(), 1u);
+  EXPECT_TRUE(run.records[0].ok) << run.records[0].error;
+  EXPECT_EQ(run.records[0].n_content_chunks, 12);
+  EXPECT_GT(run.records[0].e2e_ms, 500);  // longer than the timeout as a whole
+}
+
 TEST(LoadRunner, RefusedConnectionsAreErrorsNotExceptions) {
   uint16_t dead_port = 0;
   {

@@ -74,6 +74,37 @@ TEST(StreamChunk, DoneErrorsAndGarbage) {
   EXPECT_TRUE(read_stream_chunk("[1,2]").is_malformed);
 }
 
+// The one-pass reader: fields at the wrong depth or of the wrong type do not count, nesting
+// deeper than the fields read is skipped, and anything that is not one JSON object is malformed.
+TEST(StreamChunk, OnePassReaderEdgeCases) {
+  ChunkInfo nested = read_stream_chunk(
+      R"({"x":{"choices":[{"text":"no"}],"text":"no"},"choices":[{"delta":{"content":"\u00e9\"",)"
+      R"("tool_calls":[]},"logprobs":{"content":[{"token":"t","top":[[[[[[[[["deep"]]]]]]]]]}]},)"
+      R"("message":{"reasoning":"ab"},"text":null}],"usage":{"prompt_tokens":3.5,)"
+      R"("completion_tokens":4,"prompt_tokens_details":{"cached_tokens":"x"}},"error":null})");
+  EXPECT_FALSE(nested.is_malformed);
+  EXPECT_FALSE(nested.error.has_value());
+  EXPECT_TRUE(nested.has_content);
+  EXPECT_EQ(nested.content_bytes, 3u + 2u);  // "é"" (3 bytes decoded) + "ab"
+  ASSERT_TRUE(nested.usage.has_value());
+  EXPECT_EQ(nested.usage->prompt_tokens, -1);  // not an integer
+  EXPECT_EQ(nested.usage->completion_tokens, 4);
+  EXPECT_EQ(nested.usage->cached_tokens, -1);
+  ChunkInfo tools = read_stream_chunk(R"({"choices":[{"delta":{"tool_calls":[{"id":"1"}]}}]})");
+  EXPECT_TRUE(tools.has_content);
+  EXPECT_EQ(tools.content_bytes, 0u);
+  ChunkInfo big = read_stream_chunk(R"({"usage":{"prompt_tokens":18446744073709551615}})");
+  ASSERT_TRUE(big.usage.has_value());
+  EXPECT_EQ(big.usage->prompt_tokens, -1);  // as get<int64_t> of that unsigned value
+  ChunkInfo err = read_stream_chunk(R"({"choices":[],"error":[1,2]})");
+  EXPECT_EQ(err.error, "[1,2]");
+  EXPECT_TRUE(read_stream_chunk(R"({"choices":[{"text":"x"}]} trailing)").is_malformed);
+  EXPECT_TRUE(read_stream_chunk(R"({"choices":[{"text":"x"})").is_malformed);
+  EXPECT_TRUE(read_stream_chunk("\"text\"").is_malformed);
+  EXPECT_TRUE(read_stream_chunk("").is_malformed);
+  EXPECT_TRUE(read_stream_chunk(R"({"text":"\ud800"})").is_malformed);  // a lone surrogate
+}
+
 TEST(FullResponse, ReadsMessageAndUsage) {
   ChunkInfo c = read_full_response(
       R"({"choices":[{"message":{"role":"assistant","content":"four"}}],"usage":{"prompt_tokens":3,"completion_tokens":1}})");

@@ -2,8 +2,9 @@
 //
 // Contract: parse_json_body() refuses (ApiError 400, never a crash or deep recursion) a body that
 // is not valid UTF-8, that nests arrays/objects deeper than `max_depth`, or that is not JSON; the
-// checks run in one linear pass before the JSON parser sees the bytes. dump_json() never throws
-// on strings from the model that are not valid UTF-8 (they are replaced with U+FFFD).
+// checks run in one linear pass before the JSON parser sees the bytes. dump_json() and
+// append_json_string() never throw on strings from the model that are not valid UTF-8 (they are
+// replaced with U+FFFD).
 #pragma once
 
 #include <cstddef>
@@ -25,5 +26,11 @@ int json_nesting_depth(std::string_view text, int limit);
 nlohmann::json parse_json_body(std::string_view body, int max_depth = kDefaultMaxJsonDepth);
 
 std::string dump_json(const nlohmann::json& value);
+
+// Appends `text` as a JSON string literal (quotes included), byte for byte what dump_json writes
+// for the same string: '"', '\\' and control characters escaped (\b \f \n \r \t, the others
+// as \u00xx), every other byte as it is. Text that is not valid UTF-8 takes dump_json's own path
+// (each invalid sequence becomes U+FFFD), so both always agree. Hot path of the token stream.
+void append_json_string(std::string& out, std::string_view text);
 
 }  // namespace llms::server

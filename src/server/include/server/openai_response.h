@@ -68,6 +68,8 @@ class ResponseBuilder {
   nlohmann::json logprobs_json(const std::vector<engine::TokenOutput>& tokens,
                                size_t text_offset) const;
   nlohmann::json chunk_base() const;
+  void begin_chunk(std::string& sse) const;
+  void end_chunk(std::string& sse, bool include_usage_field);
 
   Endpoint endpoint_;
   std::string id_;
@@ -77,6 +79,7 @@ class ResponseBuilder {
   const tokenizer::Tokenizer& tok_;
   std::vector<Choice> choices_;
   Usage usage_;
+  std::string chunk_tail_;  // ,"created":..,"id":..,"model":..,"object":.. of every chunk
 };
 
 // "stop" / "length"; an abort is reported as "abort" (the caller decides what to send instead).
