@@ -1,5 +1,5 @@
-// bench/client: the Boost.Beast HTTP client — blocking set-up requests and the one-thread load
-// runner (see client.h).
+// bench/client: the one-thread load runner (see client.h; the blocking set-up client is in
+// sync_client.cpp).
 //
 // Runner invariants: everything runs on the thread that called run_load; an Exchange owns one
 // request from issue to record; a connection is either owned by one Exchange or idle in the pool;
@@ -36,25 +36,16 @@
 #include "bench/chunked.h"
 #include "bench/openai.h"
 #include "bench/sse.h"
+#include "http_common.h"
 #include "util/error.h"
 
 namespace llms::bench {
 
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace asio = boost::asio;
-using tcp = asio::ip::tcp;
-using Clock = std::chrono::steady_clock;
+using namespace http_common;
 
 namespace {
 
 constexpr size_t kMaxErrorBody = 64 << 10;
-constexpr size_t kMaxFullBody = size_t{64} << 20;
-constexpr const char* kUserAgent = "llmserve-bench/1";
-
-std::chrono::steady_clock::duration seconds(double s) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
-}
 
 double thread_cpu_s() {
   timespec ts{};
@@ -62,125 +53,7 @@ double thread_cpu_s() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-std::string describe(const beast::error_code& ec) {
-  return ec == beast::error::timeout ? "timeout" : ec.message();
-}
-
-void set_common_fields(http::request<http::string_body>& req, const Target& target,
-                       const std::string& api_key) {
-  req.version(11);
-  const bool v6 = target.host.find(':') != std::string::npos;  // a literal IPv6 address
-  req.set(http::field::host,
-          (v6 ? "[" + target.host + "]" : target.host) + ":" + std::to_string(target.port));
-  req.set(http::field::user_agent, kUserAgent);
-  if (!api_key.empty()) req.set(http::field::authorization, "Bearer " + api_key);
-  req.keep_alive(true);
-}
-
-tcp::resolver::results_type resolve(asio::io_context& ioc, const Target& target) {
-  tcp::resolver resolver(ioc);
-  beast::error_code ec;
-  auto results = resolver.resolve(target.host, std::to_string(target.port), ec);
-  if (ec) {
-    throw Error(Error::Kind::kNotFound,
-                "cannot resolve host '" + target.host + "': " + ec.message());
-  }
-  return results;
-}
-
 }  // namespace
-
-// ---------------------------------------------------------------------------------------------
-// Blocking client: asynchronous operations run to completion on a private io_context, which is
-// what gives the blocking calls a timeout.
-
-struct SyncHttpClient::Impl {
-  Target target;
-  std::string api_key;
-  double timeout_s;
-  asio::io_context ioc{1};
-  std::optional<beast::tcp_stream> stream;
-  beast::flat_buffer buffer;
-
-  HttpResponse exchange(http::request<http::string_body>& req) {
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      const bool reused = stream.has_value();
-      HttpResponse out;
-      beast::error_code ec = attempt_once(req, out);
-      if (!ec) return out;
-      stream.reset();
-      buffer.clear();
-      if (!(reused && attempt == 0)) {
-        out.error = out.error.empty() ? describe(ec) : out.error;
-        return out;
-      }
-      // A kept-alive connection the server had closed: retry once on a fresh one.
-    }
-    return {};
-  }
-
-  beast::error_code attempt_once(http::request<http::string_body>& req, HttpResponse& out) {
-    beast::error_code result;
-    ioc.restart();
-    if (!stream) {
-      auto endpoints = resolve(ioc, target);
-      stream.emplace(ioc);
-      stream->expires_after(seconds(timeout_s));
-      stream->async_connect(endpoints,
-                            [&](beast::error_code ec, const tcp::endpoint&) { result = ec; });
-      ioc.run();
-      if (result) {
-        out.error = "connect: " + result.message();
-        return result;
-      }
-      ioc.restart();
-    }
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(kMaxFullBody);
-    stream->expires_after(seconds(timeout_s));
-    http::async_write(*stream, req, [&](beast::error_code ec, size_t) {
-      if (ec) {
-        result = ec;
-        return;
-      }
-      stream->expires_after(seconds(timeout_s));
-      http::async_read(*stream, buffer, parser,
-                       [&](beast::error_code ec2, size_t) { result = ec2; });
-    });
-    ioc.run();
-    if (result) return result;
-    out.status = static_cast<int>(parser.get().result_int());
-    out.body = std::move(parser.get().body());
-    if (!parser.get().keep_alive()) stream.reset();
-    return {};
-  }
-};
-
-SyncHttpClient::SyncHttpClient(Target target, std::string api_key, double timeout_s)
-    : impl_(std::make_unique<Impl>()) {
-  impl_->target = std::move(target);
-  impl_->api_key = std::move(api_key);
-  impl_->timeout_s = timeout_s;
-}
-
-SyncHttpClient::~SyncHttpClient() = default;
-
-const Target& SyncHttpClient::target() const { return impl_->target; }
-
-HttpResponse SyncHttpClient::get(const std::string& path) {
-  http::request<http::string_body> req{http::verb::get, impl_->target.base_path + path, 11};
-  set_common_fields(req, impl_->target, impl_->api_key);
-  return impl_->exchange(req);
-}
-
-HttpResponse SyncHttpClient::post_json(const std::string& path, const std::string& body) {
-  http::request<http::string_body> req{http::verb::post, impl_->target.base_path + path, 11};
-  set_common_fields(req, impl_->target, impl_->api_key);
-  req.set(http::field::content_type, "application/json");
-  req.body() = body;
-  req.prepare_payload();
-  return impl_->exchange(req);
-}
 
 // ---------------------------------------------------------------------------------------------
 // The load runner.
@@ -203,6 +76,8 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   void on_body_bytes(std::string_view bytes, Clock::time_point t);
   void read_raw();
   void on_raw_bytes(std::string_view bytes, Clock::time_point t);
+  double body_silence_limit_s() const;
+  void on_read_failed(const beast::error_code& ec);
   bool on_sse_bytes(std::string_view bytes, Clock::time_point t);
   bool body_done() const { return raw_ ? chunked_.done() : parser_->is_done(); }
   bool keep_alive() const { return parser_->get().keep_alive() && !raw_leftover_; }
@@ -443,47 +318,46 @@ void Exchange::on_watchdog(const beast::error_code& ec) {
   stream_->socket().cancel(ignored);  // the pending read ends with operation_aborted
 }
 
+double Exchange::body_silence_limit_s() const {
+  // After [DONE] only the end of the body is awaited, for the connection's sake: briefly.
+  const double limit = runner_.config().timeout_s;
+  return t_done_ ? std::min(2.0, limit) : limit;
+}
+
+void Exchange::on_read_failed(const beast::error_code& ec) {
+  if (recorded_) {  // failed while draining after [DONE]: the record stands
+    release_connection(false);
+    return deliver();
+  }
+  fail(ec == beast::error::timeout ? "timeout" : "protocol",
+       "reading the response: " + describe(ec));
+}
+
 void Exchange::read_body() {
   auto& body = parser_->get().body();
   body.data = chunk_.data();
   body.size = chunk_.size();
-  // After [DONE] only the end of the body is awaited, for the connection's sake: briefly.
-  watch_silence(t_done_ ? std::min(2.0, runner_.config().timeout_s) : runner_.config().timeout_s);
-  http::async_read_some(
-      *stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
-        const Clock::time_point t = Clock::now();
-        self->t_heard_ = t;
-        if (ec == http::error::need_buffer) ec = {};
-        if (self->timed_out_) ec = beast::error::timeout;
-        const size_t n = self->chunk_.size() - self->parser_->get().body().size;
-        if (ec) {
-          if (self->recorded_) {  // failed while draining after [DONE]: the record stands
-            self->release_connection(false);
-            return self->deliver();
-          }
-          return self->fail(ec == beast::error::timeout ? "timeout" : "protocol",
-                            "reading the response: " + describe(ec));
-        }
-        self->on_body_bytes(std::string_view(self->chunk_.data(), n), t);
-      });
+  watch_silence(body_silence_limit_s());
+  http::async_read_some(*stream_, buffer_, *parser_,
+                        [self = shared_from_this()](beast::error_code ec, size_t) {
+                          const Clock::time_point t = Clock::now();
+                          self->t_heard_ = t;
+                          if (ec == http::error::need_buffer) ec = {};
+                          if (self->timed_out_) ec = beast::error::timeout;
+                          const size_t n = self->chunk_.size() - self->parser_->get().body().size;
+                          if (ec) return self->on_read_failed(ec);
+                          self->on_body_bytes(std::string_view(self->chunk_.data(), n), t);
+                        });
 }
 
 void Exchange::read_raw() {
-  // After [DONE] only the end of the body is awaited, for the connection's sake: briefly.
-  watch_silence(t_done_ ? std::min(2.0, runner_.config().timeout_s) : runner_.config().timeout_s);
+  watch_silence(body_silence_limit_s());
   stream_->socket().async_read_some(
       asio::buffer(chunk_), [self = shared_from_this()](beast::error_code ec, size_t n) {
         const Clock::time_point t = Clock::now();
         self->t_heard_ = t;
         if (self->timed_out_) ec = beast::error::timeout;
-        if (ec) {
-          if (self->recorded_) {  // failed while draining after [DONE]: the record stands
-            self->release_connection(false);
-            return self->deliver();
-          }
-          return self->fail(ec == beast::error::timeout ? "timeout" : "protocol",
-                            "reading the response: " + describe(ec));
-        }
+        if (ec) return self->on_read_failed(ec);
         self->on_raw_bytes(std::string_view(self->chunk_.data(), n), t);
       });
 }

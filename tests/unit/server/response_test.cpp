@@ -7,6 +7,7 @@
 #include "server/openai_response.h"
 #include "server/prometheus.h"
 #include "server/sse.h"
+#include "server_test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace llms::server {
@@ -80,13 +81,7 @@ TEST(Prometheus, RendersVllmNamesAndCumulativeBuckets) {
   EXPECT_EQ(escape_label_value("a\\b\nc"), "a\\\\b\\nc");
 }
 
-tokenizer::Tokenizer tiny_tokenizer() {
-  tokenizer::VocabSpec spec;
-  spec.kind = tokenizer::ModelKind::kByteLevelBpe;
-  spec.pre = "qwen2";
-  spec.tokens = {"a", "b", "c", "!"};
-  return tokenizer::Tokenizer::from_spec(spec);
-}
+using testing::tiny_tokenizer;
 
 engine::RequestOutput event(int32_t index, std::string text, std::vector<int32_t> ids,
                             bool finished = false) {

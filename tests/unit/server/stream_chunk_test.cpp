@@ -10,6 +10,7 @@
 
 #include "server/json_body.h"
 #include "server/openai_response.h"
+#include "server_test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace llms::server {
@@ -68,13 +69,7 @@ TEST(AppendJsonString, EscapesAsExpected) {
   EXPECT_EQ(out, "\"bad \xEF\xBF\xBD x\"");
 }
 
-tokenizer::Tokenizer tiny_tokenizer() {
-  tokenizer::VocabSpec spec;
-  spec.kind = tokenizer::ModelKind::kByteLevelBpe;
-  spec.pre = "qwen2";
-  spec.tokens = {"a", "b", "c", "!"};
-  return tokenizer::Tokenizer::from_spec(spec);
-}
+using testing::tiny_tokenizer;
 
 // The chunk the old nlohmann path built for an event (logprobs aside), dumped the same way.
 std::string reference_chunk(Endpoint endpoint, const std::string& id, int64_t created,
