@@ -42,6 +42,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A forward pass at least this long lets the pool rest afterwards (see Impl::step).
+constexpr double kRestAfterForwardSeconds = 2e-3;
+
 double now_seconds() {
   return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
 }
@@ -280,11 +283,13 @@ bool Engine::Impl::step() {
 
   batch.clear();
   const double now = now_seconds();
+  bool gives_first_token = false;
   for (const sched::ScheduledSequence& s : plan.scheduled) {
     std::span<const int32_t> all = scheduler->tokens(s.seq_id);
     batch.add_sequence(s.seq_id, all.subspan(s.n_computed_before, s.n_new), s.n_computed_before,
                        kv_cache->block_table(s.seq_id), s.samples);
     Request& request = *seqs.at(s.seq_id).request;
+    if (s.samples && request.first_token < 0) gives_first_token = true;
     if (request.first_scheduled < 0) {
       request.first_scheduled = now;
       request.metrics.queue_time = now - request.metrics.arrival_time;
@@ -292,6 +297,11 @@ bool Engine::Impl::step() {
     }
   }
   model.forward(batch, *kv_storage, logits.data());
+  // Sampling and the hand-off of tokens run on this thread alone. After a long forward pass, or
+  // one that gives a request its first token, the pool's workers sleep at once instead of
+  // spinning, so a server's I/O thread gets their core for the hand-off (TTFT). Short decode
+  // steps keep the spin: waking a sleeping worker costs tens of µs, a large share of them.
+  if (gives_first_token || now_seconds() - now >= kRestAfterForwardSeconds) model.pool().rest();
   scheduler->on_step_done(plan);
   ++totals.n_steps;
 

@@ -36,9 +36,10 @@ inline void cpu_relax() {
 #endif
 }
 
-// Spins, then sleeps, until `value` differs from `old`; returns the new value.
+// Spins, then sleeps, until `value` differs from `old`; returns the new value. The spin ends
+// early once `resting` is set.
 template <class T>
-T wait_while_equal(const std::atomic<T>& value, T old) {
+T wait_while_equal(const std::atomic<T>& value, T old, const std::atomic<bool>& resting) {
   T now = value.load(std::memory_order_acquire);
   if (now != old) return now;
   const auto deadline = std::chrono::steady_clock::now() + kSpinTime;
@@ -46,6 +47,7 @@ T wait_while_equal(const std::atomic<T>& value, T old) {
     cpu_relax();
     now = value.load(std::memory_order_acquire);
     if (now != old) return now;
+    if (resting.load(std::memory_order_relaxed)) break;
     if (spins % 64 == 0 && std::chrono::steady_clock::now() >= deadline) break;
   }
   for (;;) {
@@ -101,6 +103,9 @@ struct ThreadPool::State {
   bool stop = false;
 
   alignas(64) std::atomic<uint32_t> generation{0};
+  // Set by rest(), cleared by the next job: idle workers skip their spin. Only a hint, so
+  // relaxed order suffices; a worker that misses it spins its usual 200 µs.
+  std::atomic<bool> resting{false};
   alignas(64) std::atomic<uint32_t> pending{0};
 };
 
@@ -147,7 +152,7 @@ void ThreadPool::worker_main(State* state, const ThreadPool* pool, int thread_in
   tls_thread_index = thread_index;
   uint32_t seen = 0;
   for (;;) {
-    seen = wait_while_equal(state->generation, seen);
+    seen = wait_while_equal(state->generation, seen, state->resting);
     if (state->stop) return;
     int64_t begin = 0;
     int64_t end = 0;
@@ -163,6 +168,8 @@ void ThreadPool::worker_main(State* state, const ThreadPool* pool, int thread_in
     if (state->pending.fetch_sub(1, std::memory_order_acq_rel) == 1) state->pending.notify_one();
   }
 }
+
+void ThreadPool::rest() { state_->resting.store(true, std::memory_order_relaxed); }
 
 void ThreadPool::run(int64_t n, int64_t grain, RangeFn fn) {
   if (grain < 1) {
@@ -196,6 +203,7 @@ void ThreadPool::run(int64_t n, int64_t grain, RangeFn fn) {
   s.grain = grain;
   s.n_units = n_units;
   s.pending.store(static_cast<uint32_t>(n_threads_ - 1), std::memory_order_relaxed);
+  s.resting.store(false, std::memory_order_relaxed);
   s.generation.fetch_add(1, std::memory_order_release);
   s.generation.notify_all();
 
@@ -215,7 +223,7 @@ void ThreadPool::run(int64_t n, int64_t grain, RangeFn fn) {
   tls_pool = saved;
 
   for (uint32_t left = s.pending.load(std::memory_order_acquire); left != 0;) {
-    left = wait_while_equal(s.pending, left);
+    left = wait_while_equal(s.pending, left, s.resting);
   }
 
   std::exception_ptr first;

@@ -1,10 +1,12 @@
 // ThreadPool: every index covered exactly once with balanced contiguous chunks, grains honoured,
-// exceptions rethrown on the caller, nesting runs inline, many short calls, pools of size 1.
+// exceptions rethrown on the caller, nesting runs inline, many short calls, rest() between
+// calls, pools of size 1.
 #include "util/thread_pool.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -104,6 +106,27 @@ TEST(ThreadPool, ManyShortCalls) {
     pool.parallel_for(4, [&](int64_t begin, int64_t end, int) { total += end - begin; });
   }
   EXPECT_EQ(total.load(), 12000);
+}
+
+// rest() only shortens the workers' idle spin: calls before, between and after it (including
+// rest() with no job in flight, twice in a row, and right before a job) still cover every index
+// on every thread, whether the workers are spinning or asleep when the job arrives.
+TEST(ThreadPool, RestBetweenCallsKeepsEveryCallComplete) {
+  ThreadPool pool(3);
+  std::atomic<int64_t> total{0};
+  std::atomic<int> worker_chunks{0};
+  pool.rest();
+  for (int call = 0; call < 2000; ++call) {
+    pool.parallel_for(9, [&](int64_t begin, int64_t end, int thread_index) {
+      total += end - begin;
+      if (thread_index != 0) ++worker_chunks;
+    });
+    if (call % 3 != 0) pool.rest();
+    if (call % 7 == 0) pool.rest();
+    if (call % 50 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
+  }
+  EXPECT_EQ(total.load(), 18000);
+  EXPECT_EQ(worker_chunks.load(), 4000);
 }
 
 TEST(ThreadPool, NestedCallsRunInline) {

@@ -16,7 +16,9 @@
 //     same pool (nesting) runs inline on the calling worker as one range, with that worker's
 //     index, instead of deadlocking.
 //   - Idle workers spin briefly after each job (the next matmul usually follows within
-//     microseconds in a decode step), then sleep on a futex until the next job.
+//     microseconds in a decode step), then sleep on a futex until the next job. rest() tells
+//     them that no job follows soon (a forward pass has ended), so they sleep at once and leave
+//     the core to other threads (the server's I/O thread, a client) until the next job.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +41,10 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
+
+  // Idle workers stop spinning and sleep until the next parallel_for. Cheap (one store); call it
+  // when the caller's next parallel_for is far off, e.g. after a forward pass.
+  void rest();
 
   template <class F>
   void parallel_for(int64_t n, F&& fn) {
