@@ -263,9 +263,10 @@ TEST_P(MatmulConformance, ThreadCountDoesNotChangeResults) {
 // Raw random blocks (full weight and scale ranges, large activations) through the GEMM tiles at
 // odd shapes: every row of the GEMM equals that activation row's GEMV bit for bit, and the GEMM
 // matches the scalar kernel. m = 45 spans a full 32-row tile (the AVX2 GEMMs of Q4_0, Q5_0, Q8_0,
-// Q4_K, Q5_K, Q6_K) plus partial groups, m = 77 two full tiles and a group of 5 rows; n_rows = 13
-// leaves partial weight tiles (the 4-row GEMV tiles); 768 columns = 3 K-quant super-blocks, 24
-// blocks of 32.
+// Q4_K, Q5_K, Q6_K) plus partial groups, m = 77 two full tiles and a group of 5 rows (and for
+// F32/F16/BF16 one full 48-row tile and a partial one); n_rows = 13 leaves partial weight tiles
+// (the 4-row GEMV tiles); 768 columns = 3 K-quant super-blocks, 24 blocks of 32. The float GEMM's
+// own edges are covered by MatmulFloatGemm below.
 TEST_P(MatmulConformance, GemmRowsEqualGemvOnRandomBlocks) {
   const auto [tc, isa] = GetParam();
   LLMS_SKIP_UNLESS_ISA(isa);
@@ -294,6 +295,71 @@ TEST_P(MatmulConformance, GemmRowsEqualGemvOnRandomBlocks) {
     }
   }
 }
+
+// F32/F16/BF16 weights through the edges of the AVX2 float GEMM: tiles of 16 weight rows (panels
+// of 4) x 48 activation rows (micro-tiles of 3; 3q + 1 rows end in 2 + 2), k-chunks of at most
+// 1024 columns with the partial sums kept between chunks, BF16 panels widened once when a tile
+// has more than 9 activation rows, and the scalar column tail. Shapes: n_cols 5 (no vector
+// part), 8, 301 (tail 5), 1027 (two chunks, tail 3) and 2053 (three chunks, tail 5); n_rows 1,
+// 13, 35, 50 (partial panels and tiles; 13 also sends 2 threads down the activation-row split);
+// m from 1 to 97 (one, two and three tiles of 48 rows, partial micro-tiles). Padded, oddly
+// aligned weight rows, odd activation strides, 1 to 3 threads. Every result must match the
+// scalar kernel, and sampled GEMM rows (the first, last and tile-boundary ones) must equal
+// that activation row's GEMV bit for bit.
+class MatmulFloatGemm : public ::testing::TestWithParam<std::tuple<GgmlType, Isa>> {};
+
+TEST_P(MatmulFloatGemm, EdgeShapesMatchScalarAndGemv) {
+  const auto [type, isa] = GetParam();
+  LLMS_SKIP_UNLESS_ISA(isa);
+  if (isa == Isa::kScalar) GTEST_SKIP() << "scalar is the reference here";
+  ErrorPool pool;
+  int n_cases = 0;
+  for (int64_t n_cols : {5, 8, 301, 1027, 2053}) {
+    for (int64_t n_rows : {1, 13, 35, 50}) {
+      auto rng = rng_for(static_cast<uint64_t>(type) * 7919 + static_cast<uint64_t>(n_cols) * 101 +
+                         static_cast<uint64_t>(n_rows));
+      const Weights w = make_weights(type, n_rows, n_cols, n_rows % 2 == 1 ? 6 : 0, rng);
+      for (int64_t m : {1, 2, 4, 5, 7, 33, 50, 97}) {
+        SCOPED_TRACE("n_cols " + std::to_string(n_cols) + ", n_rows " + std::to_string(n_rows) +
+                     ", m " + std::to_string(m));
+        const int64_t x_stride = n_cols + (m % 2 == 1 ? 3 : 0);
+        const std::vector<float> x = gaussian(rng, static_cast<size_t>(m * x_stride));
+        const std::vector<float> scalar = run_matmul(w.matrix, x, m, x_stride, Isa::kScalar, 1);
+        const int n_threads = 1 + static_cast<int>(m % 3);
+        const std::vector<float> simd = run_matmul(w.matrix, x, m, x_stride, isa, n_threads);
+        pool.add(simd, scalar);
+        if (n_rows * m >= 64) {
+          EXPECT_LE(normalized_error(simd, scalar), kSimdBound);
+        }
+        ++n_cases;
+        if (m == 1) continue;
+        for (int64_t i : {int64_t{0}, int64_t{2}, int64_t{3}, int64_t{47}, int64_t{48}, m - 1}) {
+          if (i >= m) continue;
+          const std::vector<float> xi(x.begin() + i * x_stride, x.begin() + i * x_stride + n_cols);
+          const std::vector<float> gemv = run_matmul(w.matrix, xi, 1, n_cols, isa, 1);
+          const std::vector<float> row(simd.begin() + i * n_rows, simd.begin() + (i + 1) * n_rows);
+          ASSERT_EQ(gemv, row) << "activation row " << i;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(n_cases, 5 * 4 * 8);
+  EXPECT_LE(pool.ratio(), kSimdBound);
+  std::printf("[measure] %s %s float GEMM edges: vs scalar %.3g over %d shapes\n",
+              std::string(gguf::ggml_type_name(type)).c_str(), std::string(isa_name(isa)).c_str(),
+              pool.ratio(), n_cases);
+}
+
+std::string float_case_name(const ::testing::TestParamInfo<std::tuple<GgmlType, Isa>>& info) {
+  return std::string(gguf::ggml_type_name(std::get<0>(info.param))) + "_" +
+         std::string(isa_name(std::get<1>(info.param)));
+}
+
+INSTANTIATE_TEST_SUITE_P(FloatTypes, MatmulFloatGemm,
+                         ::testing::Combine(::testing::Values(GgmlType::kF32, GgmlType::kF16,
+                                                              GgmlType::kBF16),
+                                            ::testing::Values(Isa::kAvx2, Isa::kAvx512)),
+                         float_case_name);
 
 std::string case_name(const ::testing::TestParamInfo<std::tuple<TypeCase, Isa>>& info) {
   return std::string(gguf::ggml_type_name(std::get<0>(info.param).type)) + "_" +

@@ -6,8 +6,10 @@
 //   - GEMV (m = 1) on the Qwen2.5-0.5B projection shapes in Q5_0/Q8_0/Q4_K/Q5_K/Q6_K and the
 //     1.5B ones in Q4_K/Q6_K, per ISA and thread count, as GB/s of weight bytes and as a ratio to
 //     the measured read bandwidth. The weights are cycled through enough copies (>= 512 MiB) that
-//     each call reads from memory, not from the last-level cache, as in a real decode step;
-//   - GEMM with m = 32 and m = 512, as GFLOP/s (2 * m * n_rows * n_cols per call), and the
+//     each call reads from memory, not from the last-level cache, as in a real decode step
+//     (LLMS_KERNEL_TIMING_HOT=1: one copy, so the kernel's compute rate shows without DRAM);
+//   - GEMM with m = 32 and m = 512, as GFLOP/s (2 * m * n_rows * n_cols per call), for the
+//     quantized types and (GemmFloat, 1 and 2 threads) for F16/BF16/F32 weights, and the
 //     output matrix (Q8_0 151936 x 896, Qwen2.5's tied embedding) at m = 32 (batched decode).
 #include <gtest/gtest.h>
 #include <immintrin.h>
@@ -17,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -161,8 +164,10 @@ TEST(KernelTiming, Gemv) {
     const Shape shape = one_case.second;   // cannot capture those
     size_t row_bytes = 0;
     const std::vector<uint8_t> one = random_matrix(type, shape, &row_bytes);
-    // Enough copies that a pass over them all overflows any cache.
-    const size_t n_copies = std::max<size_t>(2, (size_t{512} << 20) / one.size());
+    // Enough copies that a pass over them all overflows any cache (one in the HOT mode).
+    const size_t n_copies = std::getenv("LLMS_KERNEL_TIMING_HOT") != nullptr
+                                ? 1
+                                : std::max<size_t>(2, (size_t{512} << 20) / one.size());
     std::vector<uint8_t> copies(one.size() * n_copies);
     for (size_t c = 0; c < n_copies; ++c)
       std::copy(one.begin(), one.end(), copies.begin() + c * one.size());
@@ -195,9 +200,12 @@ TEST(KernelTiming, Gemv) {
   }
 }
 
-TEST(KernelTiming, Gemm) {
-  if (!timing_enabled()) GTEST_SKIP() << "set LLMS_KERNEL_TIMING=1 to time";
-  for (GgmlType type : kTypes) {
+// Times every GEMM of `types` on the 0.5B shapes at m = 32 and 512 and prints one JSON line
+// each: with every thread count up to the maximum when all_thread_counts, else the maximum only;
+// the scalar ISA only where with_scalar and m = 32 (it is slow).
+void time_gemms(std::span<const GgmlType> types, bool all_thread_counts, bool with_scalar,
+                double min_seconds) {
+  for (GgmlType type : types) {
     for (const Shape& shape : kShapes) {
       if (!fits(type, shape)) continue;
       size_t row_bytes = 0;
@@ -208,26 +216,45 @@ TEST(KernelTiming, Gemm) {
         const std::vector<float> x = testing::gaussian(rng, static_cast<size_t>(m * shape.n_cols));
         std::vector<float> y(static_cast<size_t>(m * shape.n_rows));
         for (Isa isa : testing::all_isas()) {
-          if (!isa_supported(isa) || (isa == Isa::kScalar && m > 32)) continue;  // scalar: slow
-          const int threads = thread_counts_max();
-          ThreadPool pool(threads);
-          MatmulScratch scratch;
-          scratch.reserve(m, shape.n_cols);
-          const double seconds = time_per_call([&] {
-            matmul(w, x.data(), m, shape.n_cols, y.data(), shape.n_rows, pool, scratch, isa);
-          });
-          const double flops = 2.0 * static_cast<double>(m * shape.n_rows * shape.n_cols);
-          std::printf(
-              "{\"bench\": \"gemm\", \"type\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"m\": "
-              "%lld, \"n_rows\": %lld, \"n_cols\": %lld, \"ms_per_call\": %.3f, "
-              "\"gflop_per_s\": %.2f}\n",
-              std::string(gguf::ggml_type_name(type)).c_str(), std::string(isa_name(isa)).c_str(),
-              threads, static_cast<long long>(m), static_cast<long long>(shape.n_rows),
-              static_cast<long long>(shape.n_cols), seconds * 1e3, flops / seconds / 1e9);
+          if (!isa_supported(isa)) continue;
+          if (isa == Isa::kScalar && (!with_scalar || m > 32)) continue;
+          const int max_threads = thread_counts_max();
+          for (int threads = all_thread_counts ? 1 : max_threads; threads <= max_threads;
+               ++threads) {
+            ThreadPool pool(threads);
+            MatmulScratch scratch;
+            scratch.reserve(m, shape.n_cols);
+            const double seconds = time_per_call(
+                [&] {
+                  matmul(w, x.data(), m, shape.n_cols, y.data(), shape.n_rows, pool, scratch, isa);
+                },
+                min_seconds);
+            const double flops = 2.0 * static_cast<double>(m * shape.n_rows * shape.n_cols);
+            std::printf(
+                "{\"bench\": \"gemm\", \"type\": \"%s\", \"isa\": \"%s\", \"threads\": %d, "
+                "\"m\": %lld, \"n_rows\": %lld, \"n_cols\": %lld, \"ms_per_call\": %.3f, "
+                "\"gflop_per_s\": %.2f}\n",
+                std::string(gguf::ggml_type_name(type)).c_str(), std::string(isa_name(isa)).c_str(),
+                threads, static_cast<long long>(m), static_cast<long long>(shape.n_rows),
+                static_cast<long long>(shape.n_cols), seconds * 1e3, flops / seconds / 1e9);
+          }
         }
       }
     }
   }
+}
+
+TEST(KernelTiming, Gemm) {
+  if (!timing_enabled()) GTEST_SKIP() << "set LLMS_KERNEL_TIMING=1 to time";
+  time_gemms(kTypes, /*all_thread_counts=*/false, /*with_scalar=*/true, 0.3);
+}
+
+// F32/F16/BF16 weights (f32 activations, FMA-bound) with 1 and 2 threads; the SIMD ISAs only
+// (the scalar float path is far too slow to time here).
+TEST(KernelTiming, GemmFloat) {
+  if (!timing_enabled()) GTEST_SKIP() << "set LLMS_KERNEL_TIMING=1 to time";
+  constexpr GgmlType kFloatTypes[] = {GgmlType::kF16, GgmlType::kBF16, GgmlType::kF32};
+  time_gemms(kFloatTypes, /*all_thread_counts=*/true, /*with_scalar=*/false, 0.2);
 }
 
 TEST(KernelTiming, GemmOutputMatrix) {
