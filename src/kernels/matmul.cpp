@@ -5,7 +5,8 @@
 // thread; each thread walks its rows tile by tile against chunks of activation rows small
 // enough to stay in L2, so for GEMM a weight tile is decoded once per activation tile and the
 // activations are re-read from cache, not memory. When there are fewer weight tiles than
-// threads (tiny matrices, big m), the split is over activation rows instead.
+// threads (tiny matrices, big m), the split is over activation rows instead. matmul_many lays
+// the row tiles of its matrices end to end and splits them the same way, in one pass.
 #include "kernels/matmul.h"
 
 #include <algorithm>
@@ -185,112 +186,214 @@ void* MatmulScratch::ensure(size_t bytes) {
   return buffer_.get();
 }
 
+namespace {
+
+// The activations as the kernels read them: the caller's floats (kF32), or quantized rows in the
+// scratch, interleaved by groups of 8 for the GEMM of kQ8x8 / kQ8Kx8 kernels.
+struct Activations {
+  const uint8_t* a = nullptr;
+  size_t a_stride = 0;
+};
+
+Activations prepare_activations(const Kernel& kernel, int64_t n_cols, const float* x, int64_t m,
+                                int64_t x_stride, ThreadPool& pool, MatmulScratch& scratch,
+                                Isa isa) {
+  Activations out{reinterpret_cast<const uint8_t*>(x),
+                  static_cast<size_t>(x_stride) * sizeof(float)};
+  if (kernel.act == ActKind::kF32) return out;
+  size_t a_stride = act_row_bytes(kernel.act, n_cols);
+  const bool is_k = kernel.act == ActKind::kQ8K || kernel.act == ActKind::kQ8Kx8;
+  const bool is_interleaved =
+      (kernel.act == ActKind::kQ8x8 || kernel.act == ActKind::kQ8Kx8) && m > 1;
+  const int64_t n_groups = (m + 7) / 8;
+  const size_t rows_bytes = a_stride * static_cast<size_t>(m);
+  const size_t bytes =
+      rows_bytes + (is_interleaved ? a_stride * static_cast<size_t>(8 * n_groups) : 0);
+  auto* buffer = static_cast<uint8_t*>(scratch.ensure(bytes));
+  out = {buffer, a_stride};
+  auto quantize_rows = [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      uint8_t* row = buffer + static_cast<size_t>(i) * a_stride;
+      const float* xi = x + i * x_stride;
+      if (!is_k) {
+        quantize_act_q8(xi, n_cols, reinterpret_cast<ActQ8*>(row), isa);
+      } else {
+        quantize_act_q8k(xi, n_cols, reinterpret_cast<ActQ8K*>(row), isa);
+      }
+    }
+  };
+  const bool is_parallel = m >= 2 * pool.size() && m * n_cols >= (1 << 16);
+  if (is_parallel) {
+    pool.parallel_for(m, quantize_rows);
+  } else {
+    quantize_rows(0, m, 0);
+  }
+  if (is_interleaved) {
+    const int64_t n_blocks = n_cols / (is_k ? quant::kQK_K : quant::kQK);
+    uint8_t* groups = buffer + rows_bytes;
+    const size_t block_bytes = is_k ? sizeof(ActQ8K) : sizeof(ActQ8);
+    auto interleave = [&](int64_t begin, int64_t end, int) {
+      for (int64_t g = begin; g < end; ++g) {
+        uint8_t* group = groups + static_cast<size_t>(g * n_blocks) * 8 * block_bytes;
+        if (is_k) {
+          interleave_group_k(buffer, a_stride, g, m, n_blocks, reinterpret_cast<ActQ8Kx8*>(group));
+        } else {
+          interleave_group(buffer, a_stride, g, m, n_blocks, reinterpret_cast<ActQ8x8*>(group));
+        }
+      }
+    };
+    if (is_parallel) {
+      pool.parallel_for(n_groups, interleave);
+    } else {
+      interleave(0, n_groups, 0);
+    }
+    out = {groups, static_cast<size_t>(n_blocks) * block_bytes};
+  }
+  return out;
+}
+
+// One weight matrix of a call with its kernel, tile shape and output.
+struct Plan {
+  const QuantMatrix* w = nullptr;
+  const Kernel* kernel = nullptr;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+  int tile_rows = 1;
+  int tile_cols = 1;
+  detail::TileFn fn = nullptr;
+  int64_t n_row_tiles = 0;
+};
+
+Plan make_plan(const QuantMatrix& w, float* y, int64_t y_stride, int64_t m, Isa isa) {
+  Plan p;
+  p.w = &w;
+  p.kernel = find_kernel(w.type, isa);
+  p.y = y;
+  p.y_stride = m == 1 ? w.n_rows : y_stride;
+  const bool is_gemv = m == 1;
+  p.tile_rows = is_gemv ? p.kernel->gemv_rows : p.kernel->gemm_rows;
+  p.tile_cols = is_gemv ? 1 : p.kernel->gemm_cols;
+  p.fn = is_gemv ? p.kernel->gemv : p.kernel->gemm;
+  p.n_row_tiles = (w.n_rows + p.tile_rows - 1) / p.tile_rows;
+  return p;
+}
+
+// Weight rows [r0, r1) of the plan's matrix against activation rows [i0, i1): activation chunks
+// small enough to stay in L2, each walked by every weight tile of the range.
+void run_block(const Plan& p, const Activations& act, int64_t r0, int64_t r1, int64_t i0,
+               int64_t i1) {
+  const QuantMatrix& w = *p.w;
+  const int64_t act_chunk = std::max<int64_t>(
+      p.tile_cols, static_cast<int64_t>(kActChunkBytes / act.a_stride) / p.tile_cols * p.tile_cols);
+  detail::Tile t{};
+  t.w_stride = w.row_bytes;
+  t.a_stride = act.a_stride;
+  t.n_cols = w.n_cols;
+  t.y_stride = p.y_stride;
+  for (int64_t ic = i0; ic < i1; ic += act_chunk) {
+    const int64_t ic_end = std::min(i1, ic + act_chunk);
+    for (int64_t r = r0; r < r1; r += p.tile_rows) {
+      t.w = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r) * w.row_bytes;
+      t.n_w = static_cast<int>(std::min<int64_t>(p.tile_rows, r1 - r));
+      for (int64_t i = ic; i < ic_end; i += p.tile_cols) {
+        t.a = act.a + static_cast<size_t>(i) * act.a_stride;
+        t.n_a = static_cast<int>(std::min<int64_t>(p.tile_cols, ic_end - i));
+        t.y = p.y + i * p.y_stride + r;
+        p.fn(t);
+      }
+    }
+  }
+}
+
+// The whole of one plan on the pool: split over weight rows, or over activation rows when there
+// are too few weight tiles to go round.
+void run_plan(const Plan& p, const Activations& act, int64_t m, ThreadPool& pool) {
+  if (m == 1 || p.n_row_tiles >= pool.size()) {
+    pool.parallel_for(p.w->n_rows, p.tile_rows, [&](int64_t begin, int64_t end, int) {
+      run_block(p, act, begin, end, 0, m);
+    });
+  } else {
+    pool.parallel_for(m, p.tile_cols, [&](int64_t begin, int64_t end, int) {
+      run_block(p, act, 0, p.w->n_rows, begin, end);
+    });
+  }
+}
+
+void zero_rows(const QuantMatrix& w, int64_t m, float* y, int64_t y_stride) {
+  for (int64_t i = 0; i < m; ++i) std::fill(y + i * y_stride, y + i * y_stride + w.n_rows, 0.f);
+}
+
+}  // namespace
+
 void matmul(const QuantMatrix& w, const float* x, int64_t m, int64_t x_stride, float* y,
             int64_t y_stride, ThreadPool& pool, MatmulScratch& scratch, Isa isa) {
   validate(w, x, m, x_stride, y, y_stride, isa);
   if (m == 0 || w.n_rows == 0) return;
-  if (m == 1) {
-    x_stride = w.n_cols;
-    y_stride = w.n_rows;
+  if (m == 1) x_stride = w.n_cols;
+  if (w.n_cols == 0) return zero_rows(w, m, y, m == 1 ? w.n_rows : y_stride);
+  const Plan plan = make_plan(w, y, y_stride, m, isa);
+  const Activations act =
+      prepare_activations(*plan.kernel, w.n_cols, x, m, x_stride, pool, scratch, isa);
+  run_plan(plan, act, m, pool);
+}
+
+void matmul_many(std::span<const MatmulTarget> targets, const float* x, int64_t m, int64_t x_stride,
+                 ThreadPool& pool, MatmulScratch& scratch, Isa isa) {
+  if (targets.empty()) return;
+  const int64_t n_cols = targets[0].w.n_cols;
+  for (size_t j = 0; j < targets.size(); ++j) {
+    const MatmulTarget& t = targets[j];
+    if (t.w.n_cols != n_cols) {
+      invalid("matmul_many: target " + std::to_string(j) + " has n_cols " +
+              std::to_string(t.w.n_cols) + ", target 0 has " + std::to_string(n_cols));
+    }
+    validate(t.w, x, m, x_stride, t.y, t.y_stride, isa);
   }
-  if (w.n_cols == 0) {
-    for (int64_t i = 0; i < m; ++i) std::fill(y + i * y_stride, y + i * y_stride + w.n_rows, 0.f);
+  if (m == 0) return;
+  if (m == 1) x_stride = n_cols;
+
+  // Fused only when every matrix reads the same activation form; otherwise one call each.
+  const ActKind act_kind = find_kernel(targets[0].w.type, isa)->act;
+  bool fusable = n_cols > 0 && targets.size() <= kMaxFusedTargets;
+  for (const MatmulTarget& t : targets) {
+    fusable = fusable && find_kernel(t.w.type, isa)->act == act_kind;
+  }
+  if (!fusable) {
+    for (const MatmulTarget& t : targets) {
+      matmul(t.w, x, m, x_stride, t.y, t.y_stride, pool, scratch, isa);
+    }
     return;
   }
-  const Kernel& kernel = *find_kernel(w.type, isa);
 
-  // Activations: the caller's floats, or quantized rows in the scratch.
-  const uint8_t* a = reinterpret_cast<const uint8_t*>(x);
-  size_t a_stride = static_cast<size_t>(x_stride) * sizeof(float);
-  if (kernel.act != ActKind::kF32) {
-    a_stride = act_row_bytes(kernel.act, w.n_cols);
-    const bool is_k = kernel.act == ActKind::kQ8K || kernel.act == ActKind::kQ8Kx8;
-    const bool is_interleaved =
-        (kernel.act == ActKind::kQ8x8 || kernel.act == ActKind::kQ8Kx8) && m > 1;
-    const int64_t n_groups = (m + 7) / 8;
-    const size_t rows_bytes = a_stride * static_cast<size_t>(m);
-    const size_t bytes =
-        rows_bytes + (is_interleaved ? a_stride * static_cast<size_t>(8 * n_groups) : 0);
-    auto* buffer = static_cast<uint8_t*>(scratch.ensure(bytes));
-    a = buffer;
-    auto quantize_rows = [&](int64_t begin, int64_t end, int) {
-      for (int64_t i = begin; i < end; ++i) {
-        uint8_t* row = buffer + static_cast<size_t>(i) * a_stride;
-        const float* xi = x + i * x_stride;
-        if (!is_k) {
-          quantize_act_q8(xi, w.n_cols, reinterpret_cast<ActQ8*>(row), isa);
-        } else {
-          quantize_act_q8k(xi, w.n_cols, reinterpret_cast<ActQ8K*>(row), isa);
-        }
-      }
-    };
-    const bool is_parallel = m >= 2 * pool.size() && m * w.n_cols >= (1 << 16);
-    if (is_parallel) {
-      pool.parallel_for(m, quantize_rows);
-    } else {
-      quantize_rows(0, m, 0);
-    }
-    if (is_interleaved) {
-      const int64_t n_blocks = w.n_cols / (is_k ? quant::kQK_K : quant::kQK);
-      uint8_t* groups = buffer + rows_bytes;
-      const size_t block_bytes = is_k ? sizeof(ActQ8K) : sizeof(ActQ8);
-      auto interleave = [&](int64_t begin, int64_t end, int) {
-        for (int64_t g = begin; g < end; ++g) {
-          uint8_t* out = groups + static_cast<size_t>(g * n_blocks) * 8 * block_bytes;
-          if (is_k) {
-            interleave_group_k(buffer, a_stride, g, m, n_blocks, reinterpret_cast<ActQ8Kx8*>(out));
-          } else {
-            interleave_group(buffer, a_stride, g, m, n_blocks, reinterpret_cast<ActQ8x8*>(out));
-          }
-        }
-      };
-      if (is_parallel) {
-        pool.parallel_for(n_groups, interleave);
-      } else {
-        interleave(0, n_groups, 0);
-      }
-      a = groups;
-      a_stride = static_cast<size_t>(n_blocks) * block_bytes;
-    }
+  Plan plans[kMaxFusedTargets];
+  int64_t first_tile[kMaxFusedTargets + 1] = {0};
+  const size_t n = targets.size();
+  bool enough_rows = true;
+  for (size_t j = 0; j < n; ++j) {
+    plans[j] = make_plan(targets[j].w, targets[j].y, targets[j].y_stride, m, isa);
+    first_tile[j + 1] = first_tile[j] + plans[j].n_row_tiles;
+    enough_rows = enough_rows && plans[j].n_row_tiles >= pool.size();
   }
-
-  const bool is_gemv = m == 1;
-  const int tile_rows = is_gemv ? kernel.gemv_rows : kernel.gemm_rows;
-  const int tile_cols = is_gemv ? 1 : kernel.gemm_cols;
-  const detail::TileFn fn = is_gemv ? kernel.gemv : kernel.gemm;
-  const int64_t act_chunk = std::max<int64_t>(
-      tile_cols, static_cast<int64_t>(kActChunkBytes / a_stride) / tile_cols * tile_cols);
-
-  // Rows [r0, r1) of W against activation rows [i0, i1).
-  auto run_block = [&](int64_t r0, int64_t r1, int64_t i0, int64_t i1) {
-    detail::Tile t{};
-    t.w_stride = w.row_bytes;
-    t.a_stride = a_stride;
-    t.n_cols = w.n_cols;
-    t.y_stride = y_stride;
-    for (int64_t ic = i0; ic < i1; ic += act_chunk) {
-      const int64_t ic_end = std::min(i1, ic + act_chunk);
-      for (int64_t r = r0; r < r1; r += tile_rows) {
-        t.w = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r) * w.row_bytes;
-        t.n_w = static_cast<int>(std::min<int64_t>(tile_rows, r1 - r));
-        for (int64_t i = ic; i < ic_end; i += tile_cols) {
-          t.a = a + static_cast<size_t>(i) * a_stride;
-          t.n_a = static_cast<int>(std::min<int64_t>(tile_cols, ic_end - i));
-          t.y = y + i * y_stride + r;
-          fn(t);
-        }
-      }
+  const Activations act =
+      prepare_activations(*plans[0].kernel, n_cols, x, m, x_stride, pool, scratch, isa);
+  if (m > 1 && !enough_rows) {  // a small matrix: split each over activation rows instead
+    for (size_t j = 0; j < n; ++j) {
+      if (plans[j].n_row_tiles > 0) run_plan(plans[j], act, m, pool);
     }
-  };
-
-  const int64_t n_row_tiles = (w.n_rows + tile_rows - 1) / tile_rows;
-  if (is_gemv || n_row_tiles >= pool.size()) {
-    pool.parallel_for(w.n_rows, tile_rows,
-                      [&](int64_t begin, int64_t end, int) { run_block(begin, end, 0, m); });
-  } else {
-    pool.parallel_for(m, tile_cols,
-                      [&](int64_t begin, int64_t end, int) { run_block(0, w.n_rows, begin, end); });
+    return;
   }
+  // One pass over the row tiles of all the matrices, end to end: one barrier for the lot.
+  pool.parallel_for(first_tile[n], [&](int64_t begin, int64_t end, int) {
+    for (size_t j = 0; j < n; ++j) {
+      const int64_t lo = std::max(begin, first_tile[j]);
+      const int64_t hi = std::min(end, first_tile[j + 1]);
+      if (lo >= hi) continue;
+      const Plan& p = plans[j];
+      const int64_t r0 = (lo - first_tile[j]) * p.tile_rows;
+      const int64_t r1 = std::min(p.w->n_rows, (hi - first_tile[j]) * p.tile_rows);
+      run_block(p, act, r0, r1, 0, m);
+    }
+  });
 }
 
 }  // namespace llms::kernels

@@ -74,6 +74,19 @@ void Transformer::reserve(int32_t max_tokens, int32_t max_logit_rows) {
   scratch_.reserve(max_tokens, static_cast<int64_t>(std::max(c.n_ff, c.n_heads * c.head_dim_v)));
 }
 
+template <class F>
+void Transformer::for_rows(int32_t n, F&& fn) {
+  // Row-wise ops (norms, RoPE, activations, residual adds) are cheap per row: share them out
+  // only when there are enough rows to pay for waking the pool (prefill chunks, big batches).
+  if (n < kMinParallelRows) {
+    for (int32_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  pool_.parallel_for(n, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) fn(static_cast<int32_t>(i));
+  });
+}
+
 void Transformer::matmul(const kernels::QuantMatrix& w, const float* x, int32_t m, float* y) {
   kernels::matmul(w, x, m, w.n_cols, y, w.n_rows, pool_, scratch_);
 }
@@ -128,12 +141,13 @@ void Transformer::attention_block(size_t layer, const kv::StepBatch& batch, KvSt
   const int64_t k_width = n_kv * static_cast<int64_t>(c.head_dim_k);
   const int64_t v_width = n_kv * static_cast<int64_t>(c.head_dim_v);
 
-  for (int32_t i = 0; i < n; ++i) {
+  for_rows(n, [&](int32_t i) {
     kernels::rms_norm(buf_.x.data() + i * d, w.attn_norm, buf_.xn.data() + i * d, d, eps);
-  }
-  matmul(w.wq, buf_.xn.data(), n, buf_.q.data());
-  matmul(w.wk, buf_.xn.data(), n, buf_.k.data());
-  matmul(w.wv, buf_.xn.data(), n, buf_.v.data());
+  });
+  const kernels::MatmulTarget qkv[] = {{w.wq, buf_.q.data(), w.wq.n_rows},
+                                       {w.wk, buf_.k.data(), w.wk.n_rows},
+                                       {w.wv, buf_.v.data(), w.wv.n_rows}};
+  kernels::matmul_many(qkv, buf_.xn.data(), n, d, pool_, scratch_);
 
   const bool sliding = c.is_sliding[layer];
   const float base = sliding && traits_.local_rope_base > 0.0f
@@ -144,7 +158,7 @@ void Transformer::attention_block(size_t layer, const kv::StepBatch& batch, KvSt
                                : static_cast<float>(1.0 / c.rope_scaling_factor);
   const auto mode = rope_mode(traits_.rope);
   const int64_t hd = static_cast<int64_t>(c.head_dim_k);
-  for (int32_t i = 0; i < n; ++i) {
+  for_rows(n, [&](int32_t i) {
     float* q = buf_.q.data() + i * q_width;
     float* k = buf_.k.data() + i * k_width;
     float* v = buf_.v.data() + i * v_width;
@@ -163,17 +177,17 @@ void Transformer::attention_block(size_t layer, const kv::StepBatch& batch, KvSt
     int64_t pos = batch.positions[i];
     kernels::rope(q, static_cast<int64_t>(c.n_heads), hd, pos, base, freq_scale, mode);
     kernels::rope(k, n_kv, hd, pos, base, freq_scale, mode);
-  }
+  });
 
   attention_->run(c, layer, batch, kv, buf_.q.data(), buf_.k.data(), buf_.v.data(),
                   buf_.attn.data(), pool_);
 
   matmul(w.wo, buf_.attn.data(), n, buf_.ffn.data());
-  for (int32_t i = 0; i < n; ++i) {
+  for_rows(n, [&](int32_t i) {
     float* out = buf_.ffn.data() + i * d;
     if (w.post_attn_norm) kernels::rms_norm(out, w.post_attn_norm, out, d, eps);
     kernels::add(buf_.x.data() + i * d, out, buf_.x.data() + i * d, d);
-  }
+  });
 }
 
 void Transformer::feed_forward_block(size_t layer, int32_t n) {
@@ -182,12 +196,13 @@ void Transformer::feed_forward_block(size_t layer, int32_t n) {
   const int64_t d = static_cast<int64_t>(c.n_embd);
   const int64_t ff = static_cast<int64_t>(c.n_ff);
   const float eps = static_cast<float>(c.rms_norm_eps);
-  for (int32_t i = 0; i < n; ++i) {
+  for_rows(n, [&](int32_t i) {
     kernels::rms_norm(buf_.x.data() + i * d, w.ffn_norm, buf_.xn.data() + i * d, d, eps);
-  }
-  matmul(w.w_gate, buf_.xn.data(), n, buf_.gate.data());
-  matmul(w.w_up, buf_.xn.data(), n, buf_.up.data());
-  for (int32_t i = 0; i < n; ++i) {
+  });
+  const kernels::MatmulTarget gate_up[] = {{w.w_gate, buf_.gate.data(), w.w_gate.n_rows},
+                                           {w.w_up, buf_.up.data(), w.w_up.n_rows}};
+  kernels::matmul_many(gate_up, buf_.xn.data(), n, d, pool_, scratch_);
+  for_rows(n, [&](int32_t i) {
     float* g = buf_.gate.data() + i * ff;
     const float* u = buf_.up.data() + i * ff;
     if (traits_.activation == FeedForwardActivation::kGeluTanh) {
@@ -195,13 +210,13 @@ void Transformer::feed_forward_block(size_t layer, int32_t n) {
     } else {
       kernels::silu_mul(g, u, g, ff);
     }
-  }
+  });
   matmul(w.w_down, buf_.gate.data(), n, buf_.ffn.data());
-  for (int32_t i = 0; i < n; ++i) {
+  for_rows(n, [&](int32_t i) {
     float* out = buf_.ffn.data() + i * d;
     if (w.post_ffn_norm) kernels::rms_norm(out, w.post_ffn_norm, out, d, eps);
     kernels::add(buf_.x.data() + i * d, out, buf_.x.data() + i * d, d);
-  }
+  });
 }
 
 }  // namespace llms::model

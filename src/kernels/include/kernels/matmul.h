@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "gguf/ggml_type.h"
 #include "kernels/cpu_features.h"
@@ -71,5 +72,25 @@ class MatmulScratch {
 
 void matmul(const QuantMatrix& w, const float* x, int64_t m, int64_t x_stride, float* y,
             int64_t y_stride, ThreadPool& pool, MatmulScratch& scratch, Isa isa = best_isa());
+
+// One matrix of a matmul_many call and where its product goes (y, y_stride as in matmul).
+struct MatmulTarget {
+  QuantMatrix w;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+
+// Most targets one matmul_many call fuses; more are run one matmul at a time.
+inline constexpr size_t kMaxFusedTargets = 8;
+
+// Several matrices with the same n_cols against the same activations (a layer's q/k/v, or its
+// gate and up projections): every target gets exactly the values matmul would give it. When
+// all the matrices' kernels read the same activation form, the activations are quantized once
+// and the row tiles of all the matrices are shared out in one pass over the pool, so the call
+// costs one wait for the threads instead of one per matrix; otherwise it is one matmul per
+// target. Targets whose n_cols differ from target 0's are refused (llms::Error naming the
+// target), as is anything matmul refuses; nothing runs then.
+void matmul_many(std::span<const MatmulTarget> targets, const float* x, int64_t m, int64_t x_stride,
+                 ThreadPool& pool, MatmulScratch& scratch, Isa isa = best_isa());
 
 }  // namespace llms::kernels

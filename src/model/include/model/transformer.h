@@ -62,6 +62,10 @@ class Transformer {
   void attention_block(size_t layer, const kv::StepBatch& batch, KvStorage& kv);
   void feed_forward_block(size_t layer, int32_t n_tokens);
   void matmul(const kernels::QuantMatrix& w, const float* x, int32_t m, float* y);
+  // fn(i) for every row i < n, on the pool when n >= kMinParallelRows (rows are independent).
+  template <class F>
+  void for_rows(int32_t n, F&& fn);
+  static constexpr int32_t kMinParallelRows = 16;
 
   ModelConfig config_;
   ArchitectureTraits traits_;
