@@ -80,6 +80,28 @@ inline void dispatch_tile(const Tile& t, Run&& run) {
   run(std::integral_constant<int, kRows>{}, std::integral_constant<int, kCols>{});
 }
 
+// GEMV rows of at most this many columns are best read one row after another. From DRAM, a
+// multi-row GEMV tile over short rows reads several interleaved streams within a page or two,
+// which streams worse than the same bytes in address order (measured on Zen 3, 2 threads,
+// weights cycled through 512 MiB; docs/PERF.md): Q8_0 151936 x 896 12.4 -> 15.3 GB/s, Q4_K
+// 8960 x 1536 13.0-14.5 -> 15.3-16.1, Q6_K 8960 x 1536 13.6-14.1 -> 18.5-18.7. Long rows keep
+// the multi-row tile, which shares per-block work between rows (Q6_K 1536 x 8960: 20.6-22.8 vs
+// 18.3-19.2 row by row).
+constexpr int64_t kGemvRowByRowMaxCols = 1536;
+
+// The GEMV of tile t through a 1-row tile, row after row (each row's arithmetic is the same in
+// every tile height, so the results do not change).
+template <class OneRow>
+inline void gemv_row_by_row(const Tile& t, OneRow&& one_row) {
+  Tile row = t;
+  row.n_w = 1;
+  for (int r = 0; r < t.n_w; ++r) {
+    row.w = t.w + r * t.w_stride;
+    row.y = t.y + r;
+    one_row(row);
+  }
+}
+
 struct Kernel {
   ActKind act;
   int gemv_rows;  // largest n_w the gemv function takes (it is called with n_a == 1)

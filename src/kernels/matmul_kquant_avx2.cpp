@@ -504,13 +504,20 @@ void q45k_gemm(const Tile& t) {
       t, [&t](auto, auto g) { q45k_gemm_tile<kFiveBit, decltype(g)::value>(t); });
 }
 
+// Short rows (Qwen2.5-1.5B's 1536-column projections) go row by row: see kGemvRowByRowMaxCols.
 template <bool kFiveBit>
 void q45k_gemv(const Tile& t) {
+  if (t.n_cols <= kGemvRowByRowMaxCols) {
+    return gemv_row_by_row(t, [](const Tile& row) { q45k_gemv_tile<kFiveBit, 1>(row); });
+  }
   dispatch_tile<kGemvRows, 1>(
       t, [&t](auto r, auto) { q45k_gemv_tile<kFiveBit, decltype(r)::value>(t); });
 }
 
 void q6k_gemv(const Tile& t) {
+  if (t.n_cols <= kGemvRowByRowMaxCols) {
+    return gemv_row_by_row(t, [](const Tile& row) { q6k_gemv_tile<1>(row); });
+  }
   dispatch_tile<kGemvRows, 1>(t, [&t](auto r, auto) { q6k_gemv_tile<decltype(r)::value>(t); });
 }
 

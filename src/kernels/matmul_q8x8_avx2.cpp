@@ -234,28 +234,14 @@ constexpr int kGemvRows = 4;
 constexpr int kGemmRows = 1;
 constexpr int kGemmGroups = 4;
 
-// Q8_0 rows of at most this many columns are read one row after another (see gemv).
-constexpr int64_t kQ8SequentialMaxCols = 1536;
-
 template <class F>
 void gemv(const Tile& t) {
-  // Q8_0 decodes fast enough to be bound by DRAM alone, and from DRAM four short rows read side
-  // by side (four interleaved streams within a page or two) stream worse than the same bytes read
-  // in address order: measured on Zen 3, 2 threads, weights from memory, Q8_0 151936 x 896 (the
-  // tied output matrix) 11.3-11.6 -> 13.8-14.5 GB/s, 8960 x 1536 15.2 -> 17.2; at 2048 columns
-  // even, at 3072 and up the 4-row tile is ahead. Each row's arithmetic is the same in either
-  // tile, so the results do not change. Q4_0/Q5_0 are bound by their unpacking and keep the
-  // 4-row tile, which shares it.
+  // Q8_0 decodes fast enough to be bound by DRAM alone, so short rows go row by row (see
+  // kGemvRowByRowMaxCols); Q4_0/Q5_0 are bound by their unpacking and keep the 4-row tile, whose
+  // scale and reduction work is shared by the rows.
   if constexpr (F::kSigned) {
-    if (t.n_cols <= kQ8SequentialMaxCols) {
-      Tile row = t;
-      row.n_w = 1;
-      for (int r = 0; r < t.n_w; ++r) {
-        row.w = t.w + r * t.w_stride;
-        row.y = t.y + r;
-        rows_tile<F, 1, 1>(row);
-      }
-      return;
+    if (t.n_cols <= kGemvRowByRowMaxCols) {
+      return gemv_row_by_row(t, [](const Tile& row) { rows_tile<F, 1, 1>(row); });
     }
   }
   dispatch_tile<kGemvRows, 1>(
