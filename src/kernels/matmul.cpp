@@ -353,26 +353,22 @@ void matmul_many(std::span<const MatmulTarget> targets, const float* x, int64_t 
   if (m == 1) x_stride = n_cols;
 
   // Fused only when every matrix reads the same activation form; otherwise one call each.
-  const ActKind act_kind = find_kernel(targets[0].w.type, isa)->act;
-  bool fusable = n_cols > 0 && targets.size() <= kMaxFusedTargets;
-  for (const MatmulTarget& t : targets) {
-    fusable = fusable && find_kernel(t.w.type, isa)->act == act_kind;
+  const size_t n = targets.size();
+  Plan plans[kMaxFusedTargets];
+  int64_t first_tile[kMaxFusedTargets + 1] = {0};
+  bool fusable = n_cols > 0 && n <= kMaxFusedTargets;
+  bool enough_rows = true;
+  for (size_t j = 0; fusable && j < n; ++j) {
+    plans[j] = make_plan(targets[j].w, targets[j].y, targets[j].y_stride, m, isa);
+    fusable = plans[j].kernel->act == plans[0].kernel->act;
+    first_tile[j + 1] = first_tile[j] + plans[j].n_row_tiles;
+    enough_rows = enough_rows && plans[j].n_row_tiles >= pool.size();
   }
   if (!fusable) {
     for (const MatmulTarget& t : targets) {
       matmul(t.w, x, m, x_stride, t.y, t.y_stride, pool, scratch, isa);
     }
     return;
-  }
-
-  Plan plans[kMaxFusedTargets];
-  int64_t first_tile[kMaxFusedTargets + 1] = {0};
-  const size_t n = targets.size();
-  bool enough_rows = true;
-  for (size_t j = 0; j < n; ++j) {
-    plans[j] = make_plan(targets[j].w, targets[j].y, targets[j].y_stride, m, isa);
-    first_tile[j + 1] = first_tile[j] + plans[j].n_row_tiles;
-    enough_rows = enough_rows && plans[j].n_row_tiles >= pool.size();
   }
   const Activations act =
       prepare_activations(*plans[0].kernel, n_cols, x, m, x_stride, pool, scratch, isa);

@@ -1,5 +1,5 @@
-// The stand-in SSE server of the bench tests (see sse_test_server.h). The only other translation
-// unit besides src/bench/client.cpp that includes Boost.Beast.
+// The stand-in SSE server of the bench tests (see sse_test_server.h), on Boost.Beast like the
+// load client it serves (src/bench/client.cpp, sync_client.cpp).
 #include "sse_test_server.h"
 
 #include <atomic>
