@@ -114,14 +114,20 @@ void softmax_avx2(float* x, int64_t n) {
     return;
   }
   const __m256 vm = _mm256_set1_ps(max);
-  __m256 vsum = _mm256_setzero_ps();
+  // The sum is kept in double, like the reference: a float sum over a vocabulary-sized row
+  // drifts by ~sqrt(n / 8) ulps, which scales every probability by the same wrong factor.
+  __m256d vsum_lo = _mm256_setzero_pd();
+  __m256d vsum_hi = _mm256_setzero_pd();
   i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
     _mm256_storeu_ps(x + i, e);
-    vsum = _mm256_add_ps(vsum, e);
+    vsum_lo = _mm256_add_pd(vsum_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    vsum_hi = _mm256_add_pd(vsum_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
   }
-  float sum = hsum(vsum);
+  double sum_lanes[4];
+  _mm256_storeu_pd(sum_lanes, _mm256_add_pd(vsum_lo, vsum_hi));
+  double sum = (sum_lanes[0] + sum_lanes[1]) + (sum_lanes[2] + sum_lanes[3]);
   if (i < n) {
     float t[8];
     for (int k = 0; k < 8; ++k) t[k] = i + k < n ? x[i + k] : neg_inf;
@@ -132,10 +138,11 @@ void softmax_avx2(float* x, int64_t n) {
       sum += t[k];
     }
   }
-  const __m256 vinv = _mm256_set1_ps(1.0f / sum);
+  const auto inv = static_cast<float>(1.0 / sum);
+  const __m256 vinv = _mm256_set1_ps(inv);
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) _mm256_storeu_ps(x + j, _mm256_mul_ps(_mm256_loadu_ps(x + j), vinv));
-  for (; j < n; ++j) x[j] *= 1.0f / sum;
+  for (; j < n; ++j) x[j] *= inv;
 }
 
 void silu_mul_avx2(const float* gate, const float* up, float* out, int64_t n) {
