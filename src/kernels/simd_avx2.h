@@ -7,7 +7,19 @@
 #include <cstdint>
 #include <cstring>
 
+// The helpers are compiled into both the *_avx2.cpp and the *_avx512.cpp files, with different
+// flags. An inline function not inlined somewhere is emitted in every file that uses it and the
+// linker keeps one copy: without a per-flag namespace it could keep the EVEX-encoded copy for
+// the AVX2 path, which then faults on a CPU without AVX-512. The inline namespace gives each
+// flag set its own names.
+#if defined(__AVX512F__)
+#define LLMS_SIMD_FLAGS_NS flags_avx512
+#else
+#define LLMS_SIMD_FLAGS_NS flags_avx2
+#endif
+
 namespace llms::kernels::detail::avx2 {
+inline namespace LLMS_SIMD_FLAGS_NS {
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -97,4 +109,5 @@ inline __m256i dot_u8s8(__m256i u, __m256i s) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 
+}  // namespace LLMS_SIMD_FLAGS_NS
 }  // namespace llms::kernels::detail::avx2

@@ -1,0 +1,134 @@
+// kernels/matmul_q8x8_avx512: the VNNI GEMM tiles for Q4_0, Q5_0 and Q8_0 over the same
+// ActQ8x8 groups as the AVX2 GEMM (matmul_q8x8_avx2.cpp); the GEMV stays the AVX2 one, which
+// measured faster here (see find_q8x8_avx512).
+//
+// vpdpbusd multiplies 4 unsigned weight bytes, broadcast, with the same 4 positions of 8
+// activation rows and adds the 4 products into each row's int32 lane: one instruction where AVX2
+// needs vpmaddubsw + vpmaddwd (+ vpsignb for Q8_0), and no int16 step that could overflow. Every
+// weight is taken unsigned: Q4_0/Q5_0 as stored (0..15, 0..31), Q8_0 as w + 128 (w ^ 0x80), and
+// offset * sum(q_a) (ActQ8 carries the sum) is subtracted: 8, 16 and 128 for the three types.
+// The block dot is then the same exact integer the AVX2 tiles and the GEMV compute, and the f32
+// step is the same expression, acc = fma(float(idot), dw * da, acc), so a GEMM row equals its
+// GEMV bit for bit.
+//
+// Tile: R weight rows x NG groups of 8 activation rows. vpdpbusd's latency is several cycles,
+// so each (row, group) pair sums its 8 products in two chains and the tile keeps R * NG * 2
+// chains in flight; AVX-512VL's 32 ymm registers hold them without spills.
+// clang-format off
+#include "simd_avx512.h"  // first: see the note there on <immintrin.h>
+// clang-format on
+
+#include <cstring>
+
+#include "matmul_kernels.h"
+
+namespace llms::kernels::detail {
+namespace {
+
+using namespace avx2;
+
+struct Q4_0 {
+  static constexpr size_t kBytes = sizeof(quant::BlockQ4_0);
+  static constexpr int kOffsetShift = 3;  // offset 8
+  static __m256i unpack(const uint8_t* b) { return unpack_nibbles(b + 2); }
+};
+
+struct Q5_0 {
+  static constexpr size_t kBytes = sizeof(quant::BlockQ5_0);
+  static constexpr int kOffsetShift = 4;  // offset 16
+  static __m256i unpack(const uint8_t* b) {
+    return _mm256_or_si256(unpack_nibbles(b + 6), bits_to_0x10(load_u32(b + 2)));
+  }
+};
+
+struct Q8_0 {
+  static constexpr size_t kBytes = sizeof(quant::BlockQ8_0);
+  static constexpr int kOffsetShift = 7;  // w + 128: |sum(q_a)| * 128 <= 32 * 127 * 128 fits
+  static __m256i unpack(const uint8_t* b) {
+    return _mm256_xor_si256(loadu256(b + 2), _mm256_set1_epi8(static_cast<char>(0x80)));
+  }
+};
+
+inline __m256i broadcast_group(const uint8_t* row, int j) {
+  int32_t v;
+  std::memcpy(&v, row + 4 * j, 4);
+  return _mm256_set1_epi32(v);
+}
+
+template <class F, int R, int NG>
+void gemm_tile(const Tile& t) {
+  const int64_t n_blocks = t.n_cols / quant::kQK;
+  const size_t group_stride = 8 * t.a_stride;
+  __m256 acc[R][NG];
+  for (int r = 0; r < R; ++r) {
+    for (int g = 0; g < NG; ++g) acc[r][g] = _mm256_setzero_ps();
+  }
+  alignas(32) uint8_t w[R][32];
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    __m256 dw[R];
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* block = t.w + r * t.w_stride + b * F::kBytes;
+      _mm256_store_si256(reinterpret_cast<__m256i*>(w[r]), F::unpack(block));
+      dw[r] = _mm256_set1_ps(load_f16(block));
+    }
+    for (int g = 0; g < NG; ++g) {
+      const auto* a = reinterpret_cast<const ActQ8x8*>(t.a + g * group_stride) + b;
+      __m256i av[8];
+      for (int j = 0; j < 8; ++j) {
+        av[j] = _mm256_load_si256(reinterpret_cast<const __m256i*>(a->qs[j]));
+      }
+      const __m256 da = _mm256_load_ps(a->d);
+      const __m256i corr = _mm256_slli_epi32(
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(a->sum)), F::kOffsetShift);
+      for (int r = 0; r < R; ++r) {
+        __m256i even = _mm256_setzero_si256();
+        __m256i odd = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j += 2) {
+          even = _mm256_dpbusd_epi32(even, broadcast_group(w[r], j), av[j]);
+          odd = _mm256_dpbusd_epi32(odd, broadcast_group(w[r], j + 1), av[j + 1]);
+        }
+        const __m256i dot = _mm256_sub_epi32(_mm256_add_epi32(even, odd), corr);
+        acc[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw[r], da), acc[r][g]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) store_row_groups(acc[r], t.n_a, t.y + r, t.y_stride);
+}
+
+constexpr int kGemmRows = 2;
+constexpr int kGemmGroups = 4;
+
+template <class F>
+void gemm(const Tile& t) {
+  dispatch_tile<kGemmRows, kGemmGroups, 8>(
+      t, [&t](auto r, auto g) { gemm_tile<F, decltype(r)::value, decltype(g)::value>(t); });
+}
+
+// The AVX2 kernel of the type with this file's GEMM in place of its own.
+Kernel with_vnni_gemm(const Kernel& avx2, TileFn gemm_fn) {
+  Kernel k = avx2;
+  k.gemm_rows = kGemmRows;
+  k.gemm_cols = 8 * kGemmGroups;
+  k.gemm = gemm_fn;
+  return k;
+}
+
+}  // namespace
+
+const Kernel* find_q8x8_avx512(gguf::GgmlType type) {
+  static const Kernel q4_0 = with_vnni_gemm(*find_q8x8_avx2(gguf::GgmlType::kQ4_0), &gemm<Q4_0>);
+  static const Kernel q5_0 = with_vnni_gemm(*find_q8x8_avx2(gguf::GgmlType::kQ5_0), &gemm<Q5_0>);
+  static const Kernel q8_0 = with_vnni_gemm(*find_q8x8_avx2(gguf::GgmlType::kQ8_0), &gemm<Q8_0>);
+  switch (type) {
+    case gguf::GgmlType::kQ4_0:
+      return &q4_0;
+    case gguf::GgmlType::kQ5_0:
+      return &q5_0;
+    case gguf::GgmlType::kQ8_0:
+      return &q8_0;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace llms::kernels::detail
