@@ -122,6 +122,7 @@ const Kernel* find_legacy_avx2(gguf::GgmlType type);
 const Kernel* find_kquant_avx2(gguf::GgmlType type);
 const Kernel* find_float_avx2(gguf::GgmlType type);
 const Kernel* find_q8x8_avx512(gguf::GgmlType type);
+const Kernel* find_kquant_avx512(gguf::GgmlType type);
 
 // Activation quantizers behind kernels/act_quant.h; the AVX2 ones give the scalar ones' bytes.
 void quantize_act_q8_scalar(const float* x, int64_t n, ActQ8* out);

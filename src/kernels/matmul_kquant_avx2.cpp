@@ -18,6 +18,7 @@
 // equals the GEMV of that row bit for bit.
 #include <cstring>
 
+#include "kquant_unpack_avx2.h"
 #include "matmul_kernels.h"
 #include "simd_avx2.h"
 
@@ -26,104 +27,10 @@ namespace {
 
 using namespace avx2;
 
-// The 8 6-bit scales and 8 6-bit mins of a Q4_K/Q5_K block as bytes (k_scale_min, 32 bits at
-// a time): scales 0-3 and mins 0-3 are the low 6 bits of bytes 0-3 / 4-7; scales 4-7 take
-// their low 4 bits from bytes 8-11 (low nibble) and their top 2 bits from bits 6-7 of bytes
-// 0-3; mins 4-7 likewise from the high nibbles and bytes 4-7.
-struct ScaleMin {
-  uint8_t scale[8];
-  uint8_t min[8];
-};
-
-inline ScaleMin unpack_scale_min(const uint8_t* packed) {
-  const uint32_t u0 = load_u32(packed);
-  const uint32_t u1 = load_u32(packed + 4);
-  const uint32_t u2 = load_u32(packed + 8);
-  const uint32_t words[4] = {u0 & 0x3f3f3f3fu, (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u),
-                             u1 & 0x3f3f3f3fu,
-                             ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u)};
-  ScaleMin out;
-  std::memcpy(out.scale, words, 8);
-  std::memcpy(out.min, words + 2, 8);
-  return out;
-}
-
-// The 4 bytes at p broadcast to all 8 lanes.
-inline __m256i broadcast_u32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
 // Sums of the activation over each 32-group: bsums[2j] + bsums[2j+1], as 8 int16.
 inline __m128i act_group_sums(const ActQ8K& a) {
   return _mm_hadd_epi16(loadu128(a.bsums), loadu128(a.bsums + 8));
 }
-
-// Q4_K and Q5_K: value = d * scale_j * q - dmin * min_j.
-template <bool kFiveBit>
-struct Q45K {
-  static constexpr size_t kBytes = kFiveBit ? sizeof(quant::BlockQ5_K) : sizeof(quant::BlockQ4_K);
-  static constexpr size_t kQsOffset = kFiveBit ? 48 : 16;
-  struct Prep {
-    const uint8_t* qs;
-    __m256i high;  // Q5_K's qh bytes (bit j of byte l: fifth bit of element 32j + l)
-    ScaleMin sm;
-    float d;
-    float dmin;
-  };
-  static void prepare(const uint8_t* block, Prep* p) {
-    p->d = load_f16(block);
-    p->dmin = load_f16(block + 2);
-    p->sm = unpack_scale_min(block + 4);
-    p->qs = block + kQsOffset;
-    if constexpr (kFiveBit) p->high = loadu256(block + 16);
-  }
-  // Group g (elements 32g .. 32g+31): unsigned values and the int16 scale vector.
-  static void group(const Prep& p, int g, __m256i* q, __m256i* scale) {
-    const __m256i raw = loadu256(p.qs + 32 * (g / 2));
-    __m256i v = (g % 2 == 0) ? raw : _mm256_srli_epi16(raw, 4);
-    v = _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
-    if constexpr (kFiveBit) {
-      const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(p.high, g), _mm256_set1_epi8(1));
-      v = _mm256_or_si256(v, _mm256_slli_epi16(bit, 4));
-    }
-    *q = v;
-    *scale = _mm256_set1_epi16(p.sm.scale[g]);
-  }
-};
-
-// Q6_K: value = d * sc_k * (q - 32), 16 sub-blocks of 16 with signed 8-bit scales.
-struct Q6K {
-  static constexpr size_t kBytes = sizeof(quant::BlockQ6_K);
-  struct Prep {
-    const uint8_t* ql;
-    const uint8_t* qh;
-    __m128i scales;  // 16 int8
-    float d;
-  };
-  static void prepare(const uint8_t* block, Prep* p) {
-    p->ql = block;
-    p->qh = block + 128;
-    p->scales = loadu128(block + 192);
-    p->d = load_f16(block + 208);
-  }
-  static void group(const Prep& p, int g, __m256i* q, __m256i* scale) {
-    const int h = g / 4;  // half of the super-block
-    const int s = g % 4;  // 32-group within the half
-    const __m256i raw = loadu256(p.ql + 64 * h + 32 * (s % 2));
-    const __m256i low =
-        _mm256_and_si256(s < 2 ? raw : _mm256_srli_epi16(raw, 4), _mm256_set1_epi8(0x0f));
-    const __m256i high =
-        _mm256_and_si256(_mm256_srli_epi16(loadu256(p.qh + 32 * h), 2 * s), _mm256_set1_epi8(3));
-    *q = _mm256_or_si256(low, _mm256_slli_epi16(high, 4));
-    // Sub-blocks 2g and 2g+1 cover the two 16-byte halves of the group.
-    const __m128i pick = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    const __m128i two =
-        _mm_shuffle_epi8(p.scales, _mm_add_epi8(pick, _mm_set1_epi8(static_cast<char>(2 * g))));
-    *scale = _mm256_cvtepi8_epi16(two);
-  }
-};
 
 // ---- GEMV: R (<= 4; kGemvRows = 2) weight rows x 1 activation row ----
 //

@@ -1,6 +1,5 @@
-// kernels/matmul_q8x8_avx512: the VNNI GEMM tiles for Q4_0, Q5_0 and Q8_0 over the same
-// ActQ8x8 groups as the AVX2 GEMM (matmul_q8x8_avx2.cpp); the GEMV stays the AVX2 one, which
-// measured faster here (see find_q8x8_avx512).
+// kernels/matmul_q8x8_avx512: VNNI GEMV and GEMM tiles for Q4_0, Q5_0 and Q8_0, in the AVX2
+// tiles' layouts (ActQ8 rows for the GEMV, ActQ8x8 groups for the GEMM; matmul_q8x8_avx2.cpp).
 //
 // vpdpbusd multiplies 4 unsigned weight bytes, broadcast, with the same 4 positions of 8
 // activation rows and adds the 4 products into each row's int32 lane: one instruction where AVX2
@@ -11,7 +10,11 @@
 // step is the same expression, acc = fma(float(idot), dw * da, acc), so a GEMM row equals its
 // GEMV bit for bit.
 //
-// Tile: R weight rows x NG groups of 8 activation rows. vpdpbusd's latency is several cycles,
+// GEMV: as the AVX2 row tile (4 weight rows, their int32 dots reduced by vphaddd into one xmm,
+// one f32 step for the 4 rows), with vpdpbusd for the products and Q5_0's fifth bits set by a
+// masked add from a k-mask instead of a shuffle/compare expansion.
+//
+// GEMM tile: R weight rows x NG groups of 8 activation rows. vpdpbusd's latency is several cycles,
 // so each (row, group) pair sums its 8 products in two chains and the tile keeps R * NG * 2
 // chains in flight; AVX-512VL's 32 ymm registers hold them without spills.
 // clang-format off
@@ -37,7 +40,8 @@ struct Q5_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ5_0);
   static constexpr int kOffsetShift = 4;  // offset 16
   static __m256i unpack(const uint8_t* b) {
-    return _mm256_or_si256(unpack_nibbles(b + 6), bits_to_0x10(load_u32(b + 2)));
+    const __m256i low = unpack_nibbles(b + 6);
+    return _mm256_mask_add_epi8(low, _cvtu32_mask32(load_u32(b + 2)), low, _mm256_set1_epi8(0x10));
   }
 };
 
@@ -95,6 +99,59 @@ void gemm_tile(const Tile& t) {
   for (int r = 0; r < R; ++r) store_row_groups(acc[r], t.n_a, t.y + r, t.y_stride);
 }
 
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+template <class F, int R>
+void gemv_tile(const Tile& t) {
+  const int64_t n_blocks = t.n_cols / quant::kQK;
+  const auto* act = reinterpret_cast<const ActQ8*>(t.a);
+  __m128 acc = _mm_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const __m256i y = loadu256(act[b].qs);
+    __m256i p[4];
+    uint16_t dh[4] = {0, 0, 0, 0};
+    for (int r = 0; r < 4; ++r) {
+      if (r >= R) {
+        p[r] = _mm256_setzero_si256();
+        continue;
+      }
+      const uint8_t* block = t.w + r * t.w_stride + b * F::kBytes;
+      _mm_prefetch(reinterpret_cast<const char*>(block + R * t.w_stride), _MM_HINT_T0);
+      p[r] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), F::unpack(block), y);
+      dh[r] = load_u16(block);
+    }
+    const __m128 dw = _mm_cvtph_ps(
+        _mm_setr_epi16(static_cast<int16_t>(dh[0]), static_cast<int16_t>(dh[1]),
+                       static_cast<int16_t>(dh[2]), static_cast<int16_t>(dh[3]), 0, 0, 0, 0));
+    // Lanes of h: [0..3] = rows 0..3 over the low 4 int32 lanes, [4..7] over the high 4.
+    const __m256i h =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    __m128i dot = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    dot = _mm_sub_epi32(dot, _mm_set1_epi32(act[b].sum << F::kOffsetShift));
+    acc = _mm_fmadd_ps(_mm_cvtepi32_ps(dot), _mm_mul_ps(dw, _mm_set1_ps(act[b].d)), acc);
+  }
+  alignas(16) float out[4];
+  _mm_store_ps(out, acc);
+  for (int r = 0; r < R; ++r) t.y[r] = out[r];
+}
+
+constexpr int kGemvRows = 4;
+
+template <class F>
+void gemv(const Tile& t) {
+  // Q8_0 short rows one after another, as the AVX2 GEMV (see kGemvRowByRowMaxCols).
+  if constexpr (F::kOffsetShift == 7) {
+    if (t.n_cols <= kGemvRowByRowMaxCols) {
+      return gemv_row_by_row(t, [](const Tile& row) { gemv_tile<F, 1>(row); });
+    }
+  }
+  dispatch_tile<kGemvRows, 1>(t, [&t](auto r, auto) { gemv_tile<F, decltype(r)::value>(t); });
+}
+
 constexpr int kGemmRows = 2;
 constexpr int kGemmGroups = 4;
 
@@ -104,21 +161,18 @@ void gemm(const Tile& t) {
       t, [&t](auto r, auto g) { gemm_tile<F, decltype(r)::value, decltype(g)::value>(t); });
 }
 
-// The AVX2 kernel of the type with this file's GEMM in place of its own.
-Kernel with_vnni_gemm(const Kernel& avx2, TileFn gemm_fn) {
-  Kernel k = avx2;
-  k.gemm_rows = kGemmRows;
-  k.gemm_cols = 8 * kGemmGroups;
-  k.gemm = gemm_fn;
-  return k;
+template <class F>
+constexpr Kernel make() {
+  return Kernel{ActKind::kQ8x8, kGemvRows, kGemmRows, 8 * kGemmGroups, &gemv<F>, &gemm<F>};
 }
+
+constexpr Kernel q4_0 = make<Q4_0>();
+constexpr Kernel q5_0 = make<Q5_0>();
+constexpr Kernel q8_0 = make<Q8_0>();
 
 }  // namespace
 
 const Kernel* find_q8x8_avx512(gguf::GgmlType type) {
-  static const Kernel q4_0 = with_vnni_gemm(*find_q8x8_avx2(gguf::GgmlType::kQ4_0), &gemm<Q4_0>);
-  static const Kernel q5_0 = with_vnni_gemm(*find_q8x8_avx2(gguf::GgmlType::kQ5_0), &gemm<Q5_0>);
-  static const Kernel q8_0 = with_vnni_gemm(*find_q8x8_avx2(gguf::GgmlType::kQ8_0), &gemm<Q8_0>);
   switch (type) {
     case gguf::GgmlType::kQ4_0:
       return &q4_0;
