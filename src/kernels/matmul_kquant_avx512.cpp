@@ -189,7 +189,14 @@ const Kernel* find_kquant_avx512(gguf::GgmlType type) {
   using gguf::GgmlType;
   static const Kernel q4_k = with_vnni_gemm(*find_kquant_avx2(GgmlType::kQ4_K), &q45k_gemm<false>);
   static const Kernel q5_k = with_vnni_gemm(*find_kquant_avx2(GgmlType::kQ5_K), &q45k_gemm<true>);
-  static const Kernel q6_k = with_vnni_gemm(*find_kquant_avx2(GgmlType::kQ6_K), &q6k_gemm);
+  static const Kernel q6_k = [] {
+    Kernel k = with_vnni_gemm(*find_kquant_avx2(GgmlType::kQ6_K), &q6k_gemm);
+    // Q6_K rows of any length one at a time (the AVX2 GEMV's 1-row tile): on Zen 4 its 2-row
+    // tile over long rows streamed worse from DRAM (2 threads, 2 alternated runs: 896x4864
+    // 15.8 / 20.3 -> 29.8 / 30.9 GB/s, 1536x8960 22.8 / 24.1 -> 27.7 / 32.5).
+    k.gemv_rows = 1;
+    return k;
+  }();
   switch (type) {
     case GgmlType::kQ4_K:
       return &q4_k;
