@@ -35,13 +35,6 @@ inline ScaleMin unpack_scale_min(const uint8_t* packed) {
   return out;
 }
 
-// The 4 bytes at p broadcast to all 8 lanes.
-inline __m256i broadcast_u32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
 // Q4_K and Q5_K: value = d * scale_j * q - dmin * min_j.
 template <bool kFiveBit>
 struct Q45K {

@@ -111,6 +111,15 @@ struct Kernel {
   TileFn gemm;
 };
 
+// kernel with another GEMM tile function of gemm_rows x gemm_cols (the AVX-512 table's VNNI
+// GEMMs over the AVX2 kernels' activation layouts and GEMVs).
+constexpr Kernel with_gemm(Kernel kernel, int gemm_rows, int gemm_cols, TileFn gemm) {
+  kernel.gemm_rows = gemm_rows;
+  kernel.gemm_cols = gemm_cols;
+  kernel.gemm = gemm;
+  return kernel;
+}
+
 // nullptr when that ISA has no kernel for the type (the driver falls back a level).
 const Kernel* find_kernel_scalar(gguf::GgmlType type);
 const Kernel* find_kernel_avx2(gguf::GgmlType type);

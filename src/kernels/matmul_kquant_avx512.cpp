@@ -86,7 +86,8 @@ void q45k_gemm_tile(const Tile& t) {
         __m256i summ = _mm256_setzero_si256();
         for (int j = 0; j < 8; ++j) {
           const __m256i bs = _mm256_load_si256(reinterpret_cast<const __m256i*>(a[g]->bsums[j]));
-          summ = _mm256_add_epi32(summ, _mm256_madd_epi16(bs, _mm256_set1_epi16(prep[r].sm.min[j])));
+          summ =
+              _mm256_add_epi32(summ, _mm256_madd_epi16(bs, _mm256_set1_epi16(prep[r].sm.min[j])));
         }
         const __m256 da = _mm256_load_ps(a[g]->d);
         // acc + fma(d * da, sumi, -((dmin * da) * summ)), as the AVX2 tiles.
@@ -175,22 +176,18 @@ void q6k_gemm(const Tile& t) {
 }
 
 // The AVX2 kernel of the type with this file's GEMM in place of its own.
-Kernel with_vnni_gemm(const Kernel& avx2, TileFn gemm_fn) {
-  Kernel k = avx2;
-  k.gemm_rows = kGemmRows;
-  k.gemm_cols = 8 * kGemmGroups;
-  k.gemm = gemm_fn;
-  return k;
+Kernel with_vnni_gemm(gguf::GgmlType type, TileFn gemm_fn) {
+  return with_gemm(*find_kquant_avx2(type), kGemmRows, 8 * kGemmGroups, gemm_fn);
 }
 
 }  // namespace
 
 const Kernel* find_kquant_avx512(gguf::GgmlType type) {
   using gguf::GgmlType;
-  static const Kernel q4_k = with_vnni_gemm(*find_kquant_avx2(GgmlType::kQ4_K), &q45k_gemm<false>);
-  static const Kernel q5_k = with_vnni_gemm(*find_kquant_avx2(GgmlType::kQ5_K), &q45k_gemm<true>);
+  static const Kernel q4_k = with_vnni_gemm(GgmlType::kQ4_K, &q45k_gemm<false>);
+  static const Kernel q5_k = with_vnni_gemm(GgmlType::kQ5_K, &q45k_gemm<true>);
   static const Kernel q6_k = [] {
-    Kernel k = with_vnni_gemm(*find_kquant_avx2(GgmlType::kQ6_K), &q6k_gemm);
+    Kernel k = with_vnni_gemm(GgmlType::kQ6_K, &q6k_gemm);
     // Q6_K rows of any length one at a time (the AVX2 GEMV's 1-row tile): on Zen 4 its 2-row
     // tile over long rows streamed worse from DRAM (2 threads, 2 alternated runs: 896x4864
     // 15.8 / 20.3 -> 29.8 / 30.9 GB/s, 1536x8960 22.8 / 24.1 -> 27.7 / 32.5).

@@ -57,12 +57,6 @@ struct Q8_0 {
   static __m256i unpack(const uint8_t* b) { return loadu256(b + 2); }
 };
 
-inline uint16_t load_u16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-
 // ---- GEMV, and Q8_0's GEMM ----
 
 // R (<= 4) weight rows x C activation rows (ActQ8 rows); the GEMV is C = 1. Per block the R
@@ -124,13 +118,6 @@ void rows_tile(const Tile& t) {
 
 // ---- GEMM ----
 
-// The 4-byte group j of a 32-byte row broadcast to all 8 lanes.
-inline __m256i broadcast_group(const uint8_t* row, int j) {
-  int32_t v;
-  std::memcpy(&v, row + 4 * j, 4);
-  return _mm256_set1_epi32(v);
-}
-
 // Exact int32 dots of one unpacked weight block w (unsigned bytes, stored) with the 8 activation
 // rows of a group (av = its 8 interleaved registers), before the offset correction.
 template <class F>
@@ -138,9 +125,9 @@ inline __m256i group_dot(const uint8_t* w, const __m256i (&av)[8]) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i sum = _mm256_setzero_si256();
   for (int j0 = 0; j0 < 8; j0 += F::kSum16) {
-    __m256i s16 = _mm256_maddubs_epi16(broadcast_group(w, j0), av[j0]);
+    __m256i s16 = _mm256_maddubs_epi16(broadcast_u32(w + 4 * j0), av[j0]);
     for (int j = j0 + 1; j < j0 + F::kSum16; ++j) {
-      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(broadcast_group(w, j), av[j]));
+      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(broadcast_u32(w + 4 * j), av[j]));
     }
     sum = _mm256_add_epi32(sum, _mm256_madd_epi16(s16, ones));
   }
@@ -208,7 +195,7 @@ void q8_0_gemm_tile(const Tile& t) {
       __m256i wb[R];
       __m256i wabs[R];
       for (int r = 0; r < R; ++r) {
-        wb[r] = broadcast_group(t.w + r * t.w_stride + b * Q8_0::kBytes + 2, j);
+        wb[r] = broadcast_u32(t.w + r * t.w_stride + b * Q8_0::kBytes + 2 + 4 * j);
         wabs[r] = _mm256_abs_epi8(wb[r]);
       }
       for (int g = 0; g < NG; ++g) {

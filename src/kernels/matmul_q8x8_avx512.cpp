@@ -53,12 +53,6 @@ struct Q8_0 {
   }
 };
 
-inline __m256i broadcast_group(const uint8_t* row, int j) {
-  int32_t v;
-  std::memcpy(&v, row + 4 * j, 4);
-  return _mm256_set1_epi32(v);
-}
-
 template <class F, int R, int NG>
 void gemm_tile(const Tile& t) {
   const int64_t n_blocks = t.n_cols / quant::kQK;
@@ -88,8 +82,8 @@ void gemm_tile(const Tile& t) {
         __m256i even = _mm256_setzero_si256();
         __m256i odd = _mm256_setzero_si256();
         for (int j = 0; j < 8; j += 2) {
-          even = _mm256_dpbusd_epi32(even, broadcast_group(w[r], j), av[j]);
-          odd = _mm256_dpbusd_epi32(odd, broadcast_group(w[r], j + 1), av[j + 1]);
+          even = _mm256_dpbusd_epi32(even, broadcast_u32(w[r] + 4 * j), av[j]);
+          odd = _mm256_dpbusd_epi32(odd, broadcast_u32(w[r] + 4 * j + 4), av[j + 1]);
         }
         const __m256i dot = _mm256_sub_epi32(_mm256_add_epi32(even, odd), corr);
         acc[r][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw[r], da), acc[r][g]);
@@ -97,12 +91,6 @@ void gemm_tile(const Tile& t) {
     }
   }
   for (int r = 0; r < R; ++r) store_row_groups(acc[r], t.n_a, t.y + r, t.y_stride);
-}
-
-inline uint16_t load_u16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
 }
 
 template <class F, int R>

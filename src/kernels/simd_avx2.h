@@ -68,6 +68,19 @@ inline float load_f16(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+// The 4 bytes at p broadcast to all 8 lanes (a weight group of the broadcast GEMM tiles).
+inline __m256i broadcast_u32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
 inline uint32_t load_u32(const uint8_t* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);
