@@ -100,5 +100,25 @@ struct Q6K {
   }
 };
 
+// The super-block of prep (Q45K<...> or Q6K) unpacked to 256 unsigned bytes at out (32-byte
+// aligned), for the GEMM tiles that broadcast it 4 bytes at a time.
+template <class F>
+inline void unpack_super_block(const typename F::Prep& prep, uint8_t* out) {
+  for (int g = 0; g < 8; ++g) {
+    __m256i q;
+    __m256i unused;
+    F::group(prep, g, &q, &unused);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out + 32 * g), q);
+  }
+}
+
+// Q6_K sub-block scales 2p and 2p + 1 as an int16 pair in every 32-bit lane: one vpmaddwd of
+// an interleaved bsum pair (ActQ8Kx8::bsums[p]) against it gives sc_2p * B_2p + sc_2p+1 * B_2p+1.
+inline __m256i q6k_scale_pair(const int8_t* scales, int p) {
+  const auto lo = static_cast<uint16_t>(static_cast<int16_t>(scales[2 * p]));
+  const auto hi = static_cast<uint16_t>(static_cast<int16_t>(scales[2 * p + 1]));
+  return _mm256_set1_epi32(static_cast<int32_t>(lo | (uint32_t{hi} << 16)));
+}
+
 }  // namespace LLMS_SIMD_FLAGS_NS
 }  // namespace llms::kernels::detail::avx2

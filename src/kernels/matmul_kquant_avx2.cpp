@@ -256,21 +256,13 @@ void q6k_gemm_tile(const Tile& t) {
       const uint8_t* block = t.w + r * t.w_stride + b * Q6K::kBytes;
       Q6K::Prep prep;
       Q6K::prepare(block, &prep);
-      for (int g = 0; g < 8; ++g) {
-        __m256i q;
-        __m256i unused;
-        Q6K::group(prep, g, &q, &unused);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(w[r] + 32 * g), q);
-      }
+      unpack_super_block<Q6K>(prep, w[r]);
       const auto* scales = reinterpret_cast<const int8_t*>(block + 192);
       for (int k = 0; k < 16; ++k) {
         _mm256_store_si256(reinterpret_cast<__m256i*>(sc[r][k]), _mm256_set1_epi16(scales[k]));
       }
       for (int p = 0; p < 8; ++p) {
-        const auto lo = static_cast<uint16_t>(static_cast<int16_t>(scales[2 * p]));
-        const auto hi = static_cast<uint16_t>(static_cast<int16_t>(scales[2 * p + 1]));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(sc_pair[r][p]),
-                           _mm256_set1_epi32(static_cast<int32_t>(lo | (uint32_t{hi} << 16))));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(sc_pair[r][p]), q6k_scale_pair(scales, p));
       }
       dw[r] = _mm256_set1_ps(prep.d);
     }
@@ -354,12 +346,7 @@ void q45k_gemm_tile(const Tile& t) {
     const uint8_t* block = t.w + b * F::kBytes;
     typename F::Prep prep;
     F::prepare(block, &prep);
-    for (int j = 0; j < 8; ++j) {
-      __m256i q;
-      __m256i unused;
-      F::group(prep, j, &q, &unused);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(w + 32 * j), q);
-    }
+    unpack_super_block<F>(prep, w);
     const ActQ8Kx8* a[NG];
     __m256i isum[NG];
     __m256i summ[NG];

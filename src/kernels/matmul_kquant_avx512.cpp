@@ -55,12 +55,7 @@ void q45k_gemm_tile(const Tile& t) {
     typename F::Prep prep[R];
     for (int r = 0; r < R; ++r) {
       F::prepare(t.w + r * t.w_stride + b * F::kBytes, &prep[r]);
-      for (int j = 0; j < 8; ++j) {
-        __m256i q;
-        __m256i unused;
-        F::group(prep[r], j, &q, &unused);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(w[r] + 32 * j), q);
-      }
+      unpack_super_block<F>(prep[r], w[r]);
     }
     const ActQ8Kx8* a[NG];
     __m256i isum[R][NG];
@@ -82,12 +77,13 @@ void q45k_gemm_tile(const Tile& t) {
     for (int r = 0; r < R; ++r) {
       const __m256 d = _mm256_set1_ps(prep[r].d);
       const __m256 dmin = _mm256_set1_ps(prep[r].dmin);
+      __m256i mins[8];
+      for (int j = 0; j < 8; ++j) mins[j] = _mm256_set1_epi16(prep[r].sm.min[j]);
       for (int g = 0; g < NG; ++g) {
         __m256i summ = _mm256_setzero_si256();
         for (int j = 0; j < 8; ++j) {
           const __m256i bs = _mm256_load_si256(reinterpret_cast<const __m256i*>(a[g]->bsums[j]));
-          summ =
-              _mm256_add_epi32(summ, _mm256_madd_epi16(bs, _mm256_set1_epi16(prep[r].sm.min[j])));
+          summ = _mm256_add_epi32(summ, _mm256_madd_epi16(bs, mins[j]));
         }
         const __m256 da = _mm256_load_ps(a[g]->d);
         // acc + fma(d * da, sumi, -((dmin * da) * summ)), as the AVX2 tiles.
@@ -117,12 +113,7 @@ void q6k_gemm_tile(const Tile& t) {
       const uint8_t* block = t.w + r * t.w_stride + b * Q6K::kBytes;
       Q6K::Prep prep;
       Q6K::prepare(block, &prep);
-      for (int g = 0; g < 8; ++g) {
-        __m256i q;
-        __m256i unused;
-        Q6K::group(prep, g, &q, &unused);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(w[r] + 32 * g), q);
-      }
+      unpack_super_block<Q6K>(prep, w[r]);
       scales[r] = reinterpret_cast<const int8_t*>(block + 192);
       dw[r] = _mm256_set1_ps(prep.d);
     }
@@ -144,15 +135,14 @@ void q6k_gemm_tile(const Tile& t) {
       }
     }
     for (int r = 0; r < R; ++r) {
+      __m256i pairs[8];
+      for (int p = 0; p < 8; ++p) pairs[p] = q6k_scale_pair(scales[r], p);
       for (int g = 0; g < NG; ++g) {
         // The -32 offset: 32 * sum_k sc_k * bsums_k, from the interleaved bsum pairs.
         __m256i offset = _mm256_setzero_si256();
         for (int p = 0; p < 8; ++p) {
-          const auto lo = static_cast<uint16_t>(static_cast<int16_t>(scales[r][2 * p]));
-          const auto hi = static_cast<uint16_t>(static_cast<int16_t>(scales[r][2 * p + 1]));
-          const __m256i pair = _mm256_set1_epi32(static_cast<int32_t>(lo | (uint32_t{hi} << 16)));
           const __m256i bs = _mm256_load_si256(reinterpret_cast<const __m256i*>(a[g]->bsums[p]));
-          offset = _mm256_add_epi32(offset, _mm256_madd_epi16(bs, pair));
+          offset = _mm256_add_epi32(offset, _mm256_madd_epi16(bs, pairs[p]));
         }
         const __m256i sumi = _mm256_sub_epi32(isum[r][g], _mm256_slli_epi32(offset, 5));
         const __m256 da = _mm256_load_ps(a[g]->d);

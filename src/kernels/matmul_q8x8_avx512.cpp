@@ -21,8 +21,6 @@
 #include "simd_avx512.h"  // first: see the note there on <immintrin.h>
 // clang-format on
 
-#include <cstring>
-
 #include "matmul_kernels.h"
 
 namespace llms::kernels::detail {
@@ -32,13 +30,15 @@ using namespace avx2;
 
 struct Q4_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ4_0);
-  static constexpr int kOffsetShift = 3;  // offset 8
+  static constexpr int kOffsetShift = 3;        // offset 8
+  static constexpr bool kGemvRowByRow = false;  // bound by its unpacking: the 4-row tile pays
   static __m256i unpack(const uint8_t* b) { return unpack_nibbles(b + 2); }
 };
 
 struct Q5_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ5_0);
   static constexpr int kOffsetShift = 4;  // offset 16
+  static constexpr bool kGemvRowByRow = false;
   static __m256i unpack(const uint8_t* b) {
     const __m256i low = unpack_nibbles(b + 6);
     return _mm256_mask_add_epi8(low, _cvtu32_mask32(load_u32(b + 2)), low, _mm256_set1_epi8(0x10));
@@ -47,7 +47,8 @@ struct Q5_0 {
 
 struct Q8_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ8_0);
-  static constexpr int kOffsetShift = 7;  // w + 128: |sum(q_a)| * 128 <= 32 * 127 * 128 fits
+  static constexpr int kOffsetShift = 7;       // w + 128: |sum(q_a)| * 128 <= 32 * 127 * 128 fits
+  static constexpr bool kGemvRowByRow = true;  // short rows: see kGemvRowByRowMaxCols
   static __m256i unpack(const uint8_t* b) {
     return _mm256_xor_si256(loadu256(b + 2), _mm256_set1_epi8(static_cast<char>(0x80)));
   }
@@ -131,8 +132,8 @@ constexpr int kGemvRows = 4;
 
 template <class F>
 void gemv(const Tile& t) {
-  // Q8_0 short rows one after another, as the AVX2 GEMV (see kGemvRowByRowMaxCols).
-  if constexpr (F::kOffsetShift == 7) {
+  // Q8_0 short rows one after another, as the AVX2 GEMV.
+  if constexpr (F::kGemvRowByRow) {
     if (t.n_cols <= kGemvRowByRowMaxCols) {
       return gemv_row_by_row(t, [](const Tile& row) { gemv_tile<F, 1>(row); });
     }
