@@ -40,6 +40,26 @@ inline __m256i dot_groups(const uint8_t* w, const __m256i* ag) {
   return _mm256_add_epi32(even, odd);
 }
 
+// isum[r][g] += scale_of(r, k) * (exact dots of sub-block k of unpacked row w[r] with the 8 rows
+// of activation group a[g]) for every sub-block k of kSize values (Q4_K/Q5_K 32, Q6_K 16).
+template <int kSize, int R, int NG, class ScaleOf>
+inline void add_scaled_sub_blocks(const uint8_t (&w)[R][quant::kQK_K],
+                                  const ActQ8Kx8* const (&a)[NG], ScaleOf&& scale_of,
+                                  __m256i (&isum)[R][NG]) {
+  constexpr int kGroups = kSize / 4;  // 4-byte weight groups per sub-block
+  for (int k = 0; k < quant::kQK_K / kSize; ++k) {
+    __m256i scale[R];
+    for (int r = 0; r < R; ++r) scale[r] = _mm256_set1_epi32(scale_of(r, k));
+    for (int g = 0; g < NG; ++g) {
+      const auto* ag = reinterpret_cast<const __m256i*>(a[g]->qs[kGroups * k]);
+      for (int r = 0; r < R; ++r) {
+        const __m256i dot = dot_groups<kGroups>(w[r] + kSize * k, ag);
+        isum[r][g] = _mm256_add_epi32(isum[r][g], _mm256_mullo_epi32(dot, scale[r]));
+      }
+    }
+  }
+}
+
 template <bool kFiveBit, int R, int NG>
 void q45k_gemm_tile(const Tile& t) {
   using F = Q45K<kFiveBit>;
@@ -63,17 +83,8 @@ void q45k_gemm_tile(const Tile& t) {
       a[g] = reinterpret_cast<const ActQ8Kx8*>(t.a + g * group_stride) + b;
       for (int r = 0; r < R; ++r) isum[r][g] = _mm256_setzero_si256();
     }
-    for (int j = 0; j < 8; ++j) {
-      __m256i scale[R];
-      for (int r = 0; r < R; ++r) scale[r] = _mm256_set1_epi32(prep[r].sm.scale[j]);
-      for (int g = 0; g < NG; ++g) {
-        const auto* ag = reinterpret_cast<const __m256i*>(a[g]->qs[8 * j]);
-        for (int r = 0; r < R; ++r) {
-          const __m256i dot = dot_groups<8>(w[r] + 32 * j, ag);
-          isum[r][g] = _mm256_add_epi32(isum[r][g], _mm256_mullo_epi32(dot, scale[r]));
-        }
-      }
-    }
+    add_scaled_sub_blocks<32>(
+        w, a, [&](int r, int j) { return int{prep[r].sm.scale[j]}; }, isum);
     for (int r = 0; r < R; ++r) {
       const __m256 d = _mm256_set1_ps(prep[r].d);
       const __m256 dmin = _mm256_set1_ps(prep[r].dmin);
@@ -123,17 +134,8 @@ void q6k_gemm_tile(const Tile& t) {
       a[g] = reinterpret_cast<const ActQ8Kx8*>(t.a + g * group_stride) + b;
       for (int r = 0; r < R; ++r) isum[r][g] = _mm256_setzero_si256();
     }
-    for (int k = 0; k < 16; ++k) {
-      __m256i scale[R];
-      for (int r = 0; r < R; ++r) scale[r] = _mm256_set1_epi32(scales[r][k]);
-      for (int g = 0; g < NG; ++g) {
-        const auto* ag = reinterpret_cast<const __m256i*>(a[g]->qs[4 * k]);
-        for (int r = 0; r < R; ++r) {
-          const __m256i dot = dot_groups<4>(w[r] + 16 * k, ag);
-          isum[r][g] = _mm256_add_epi32(isum[r][g], _mm256_mullo_epi32(dot, scale[r]));
-        }
-      }
-    }
+    add_scaled_sub_blocks<16>(
+        w, a, [&](int r, int k) { return int{scales[r][k]}; }, isum);
     for (int r = 0; r < R; ++r) {
       __m256i pairs[8];
       for (int p = 0; p < 8; ++p) pairs[p] = q6k_scale_pair(scales[r], p);
