@@ -120,5 +120,30 @@ inline __m256i q6k_scale_pair(const int8_t* scales, int p) {
   return _mm256_set1_epi32(static_cast<int32_t>(lo | (uint32_t{hi} << 16)));
 }
 
+// The GEMVs' sub-block scale picks (vpshufb controls). Q4_K/Q5_K: kScalePick[k] puts int16 element
+// k of each 128-bit lane in all 8 int16 lanes. Q6_K: group s (0..3) of a half covers sub-blocks 2s
+// (low 128-bit lane) and 2s + 1 (high lane) of the half's 8 int16 scales, kScalePick6[s].
+struct PickTable {
+  alignas(32) uint8_t control[8][32];
+};
+
+constexpr PickTable make_pick(bool six) {
+  PickTable t{};
+  for (int k = 0; k < 8; ++k) {
+    for (int i = 0; i < 32; ++i) {
+      const int element = six ? 2 * k + i / 16 : k;  // Q6_K: only k < 4 is used
+      t.control[k][i] = static_cast<uint8_t>((2 * element + i % 2) & 0x0f);
+    }
+  }
+  return t;
+}
+
+constexpr PickTable kScalePick = make_pick(false);
+constexpr PickTable kScalePick6 = make_pick(true);
+
+inline __m256i pick(__m256i v, const uint8_t (&control)[32]) {
+  return _mm256_shuffle_epi8(v, _mm256_load_si256(reinterpret_cast<const __m256i*>(control)));
+}
+
 }  // namespace LLMS_SIMD_FLAGS_NS
 }  // namespace llms::kernels::detail::avx2
