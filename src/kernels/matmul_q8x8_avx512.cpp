@@ -94,6 +94,9 @@ void gemm_tile(const Tile& t) {
   for (int r = 0; r < R; ++r) store_row_groups(acc[r], t.n_a, t.y + r, t.y_stride);
 }
 
+// Bytes ahead (address order) that the row-by-row GEMV prefetches (as the K-quant GEMVs).
+constexpr size_t kGemvRowPrefetchBytes = 4096;
+
 template <class F, int R>
 void gemv_tile(const Tile& t) {
   const int64_t n_blocks = t.n_cols / quant::kQK;
@@ -128,6 +131,51 @@ void gemv_tile(const Tile& t) {
   for (int r = 0; r < R; ++r) t.y[r] = out[r];
 }
 
+// One weight row, 4 blocks per pass: their int32 dots reduced by vphaddd into one xmm (lanes =
+// blocks) where the 1-row gemv_tile reduces one block against three zero rows; the f32 steps
+// then run block after block, acc = fma(float(idot), dw * da, acc), as in every tile.
+template <class F>
+void gemv_row(const Tile& t) {
+  const int64_t n_blocks = t.n_cols / quant::kQK;
+  const auto* act = reinterpret_cast<const ActQ8*>(t.a);
+  __m128 acc = _mm_setzero_ps();
+  int64_t b = 0;
+  for (; b + 4 <= n_blocks; b += 4) {
+    const uint8_t* blocks = t.w + b * F::kBytes;
+    prefetch(blocks + kGemvRowPrefetchBytes, 4 * F::kBytes);
+    __m256i p[4];
+    for (int k = 0; k < 4; ++k) {
+      p[k] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), F::unpack(blocks + k * F::kBytes),
+                                 loadu256(act[b + k].qs));
+    }
+    const __m256i h =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    __m128i dot = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    const __m128i sums = _mm_setr_epi32(act[b].sum, act[b + 1].sum, act[b + 2].sum, act[b + 3].sum);
+    dot = _mm_sub_epi32(dot, _mm_slli_epi32(sums, F::kOffsetShift));
+    const __m128 dw = _mm_cvtph_ps(_mm_setr_epi16(
+        static_cast<int16_t>(load_u16(blocks)), static_cast<int16_t>(load_u16(blocks + F::kBytes)),
+        static_cast<int16_t>(load_u16(blocks + 2 * F::kBytes)),
+        static_cast<int16_t>(load_u16(blocks + 3 * F::kBytes)), 0, 0, 0, 0));
+    const __m128 da = _mm_setr_ps(act[b].d, act[b + 1].d, act[b + 2].d, act[b + 3].d);
+    __m128 x = _mm_cvtepi32_ps(dot);
+    __m128 w = _mm_mul_ps(dw, da);
+    for (int k = 0; k < 4; ++k) {
+      acc = _mm_fmadd_ss(x, w, acc);
+      x = _mm_castsi128_ps(_mm_srli_si128(_mm_castps_si128(x), 4));
+      w = _mm_castsi128_ps(_mm_srli_si128(_mm_castps_si128(w), 4));
+    }
+  }
+  for (; b < n_blocks; ++b) {
+    const uint8_t* block = t.w + b * F::kBytes;
+    const int idot = hsum_i32(
+        _mm256_dpbusd_epi32(_mm256_setzero_si256(), F::unpack(block), loadu256(act[b].qs)));
+    const __m128 x = _mm_set_ss(static_cast<float>(idot - (act[b].sum << F::kOffsetShift)));
+    acc = _mm_fmadd_ss(x, _mm_set_ss(load_f16(block) * act[b].d), acc);
+  }
+  t.y[0] = _mm_cvtss_f32(acc);
+}
+
 constexpr int kGemvRows = 4;
 
 template <class F>
@@ -135,7 +183,7 @@ void gemv(const Tile& t) {
   // Q8_0 short rows one after another, as the AVX2 GEMV.
   if constexpr (F::kGemvRowByRow) {
     if (t.n_cols <= kGemvRowByRowMaxCols) {
-      return gemv_row_by_row(t, [](const Tile& row) { gemv_tile<F, 1>(row); });
+      return gemv_row_by_row(t, [](const Tile& row) { gemv_row<F>(row); });
     }
   }
   dispatch_tile<kGemvRows, 1>(t, [&t](auto r, auto) { gemv_tile<F, decltype(r)::value>(t); });
