@@ -11,8 +11,9 @@
 // as in the AVX2 tiles. Each integer is the AVX2 tiles' and the GEMV's exactly and the f32 step is
 // the same expression, so a GEMM row equals its GEMV bit for bit.
 //
-// GEMM tile: R weight rows x NG groups of 8 activation rows (each group's activation loads
-// shared by the R rows; AVX-512VL's 32 ymm registers hold the R * NG accumulators).
+// GEMM tile: R weight rows x NG groups of 8 activation rows, per sub-block row after row (a
+// row's broadcast weight groups stay in registers across the NG groups; AVX-512VL's 32 ymm
+// registers hold the R * NG accumulators).
 // clang-format off
 #include "simd_avx512.h"  // first: see the note there on <immintrin.h>
 // clang-format on
@@ -53,9 +54,11 @@ inline void add_scaled_sub_blocks(const uint8_t (&w)[R][quant::kQK_K],
   for (int k = 0; k < quant::kQK_K / kSize; ++k) {
     __m256i scale[R];
     for (int r = 0; r < R; ++r) scale[r] = _mm256_set1_epi32(scale_of(r, k));
-    for (int g = 0; g < NG; ++g) {
-      const auto* ag = reinterpret_cast<const __m256i*>(a[g]->qs[kGroups * k]);
-      for (int r = 0; r < R; ++r) {
+    // Row-major: one row's broadcast weight groups stay live across the NG groups (with the
+    // rows inner, GCC hoisted all R rows' broadcasts and spilled them).
+    for (int r = 0; r < R; ++r) {
+      for (int g = 0; g < NG; ++g) {
+        const auto* ag = reinterpret_cast<const __m256i*>(a[g]->qs[kGroups * k]);
         const __m256i dot = dot_groups<kGroups>(w[r] + kSize * k, ag);
         isum[r][g] = _mm256_add_epi32(isum[r][g], _mm256_mullo_epi32(dot, scale[r]));
       }

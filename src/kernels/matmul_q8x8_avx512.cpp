@@ -12,7 +12,8 @@
 //
 // GEMV: as the AVX2 row tile (4 weight rows, their int32 dots reduced by vphaddd into one xmm,
 // one f32 step for the 4 rows), with vpdpbusd for the products and Q5_0's fifth bits set by a
-// masked add from a k-mask instead of a shuffle/compare expansion.
+// masked add from a k-mask instead of a shuffle/compare expansion. Q8_0's short rows go one at a
+// time through gemv_row (4 blocks of the row per vphaddd pass, then the f32 steps in order).
 //
 // GEMM tile: R weight rows x NG groups of 8 activation rows. vpdpbusd's latency is several cycles,
 // so each (row, group) pair sums its 8 products in two chains and the tile keeps R * NG * 2
