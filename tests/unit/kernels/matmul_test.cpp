@@ -296,6 +296,40 @@ TEST_P(MatmulConformance, GemmRowsEqualGemvOnRandomBlocks) {
   }
 }
 
+// Row lengths the shapes above miss, through the GEMV paths that depend on them: a short row
+// whose block count is not a multiple of 4 (the AVX-512 Q8_0 row-by-row GEMV takes 4 blocks per
+// pass, then a tail) and a long row of more than 64 super-blocks (the AVX-512 K-quant GEMVs make
+// the activation group sums 64 super-blocks at a time) or, for the 32-value formats, past the
+// row-by-row limit. n_rows = 11 crosses the 8-row GEMV call. Every GEMV equals its GEMM row bit
+// for bit, and the GEMM matches the scalar kernel.
+TEST_P(MatmulConformance, ShortAndLongRowsEqualGemmAndScalar) {
+  const auto [tc, isa] = GetParam();
+  LLMS_SKIP_UNLESS_ISA(isa);
+  const int64_t block_size = gguf::ggml_type_info(tc.type).block_size;
+  const int64_t n_rows = 11;
+  const int64_t short_blocks = block_size == 256 ? 5 : 43;
+  const int64_t long_blocks = block_size == 256 ? 67 : 539;
+  for (int64_t n_blocks : {short_blocks, long_blocks}) {
+    const int64_t n_cols = n_blocks * (block_size == 1 ? 32 : block_size) + (block_size == 1);
+    SCOPED_TRACE("n_cols " + std::to_string(n_cols));
+    auto rng = rng_for(static_cast<uint64_t>(tc.type) * 31 + static_cast<uint64_t>(n_cols));
+    const Weights w = make_weights(tc.type, n_rows, n_cols, 0, rng);
+    const int64_t m = 3;
+    const std::vector<float> x = gaussian(rng, static_cast<size_t>(m * n_cols));
+    const std::vector<float> gemm = run_matmul(w.matrix, x, m, n_cols, isa, 2);
+    if (isa != Isa::kScalar) {
+      const std::vector<float> scalar = run_matmul(w.matrix, x, m, n_cols, Isa::kScalar, 1);
+      EXPECT_LE(normalized_error(gemm, scalar), kSimdBound);
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      const std::vector<float> xi(x.begin() + i * n_cols, x.begin() + (i + 1) * n_cols);
+      const std::vector<float> gemv = run_matmul(w.matrix, xi, 1, n_cols, isa, 2);
+      const std::vector<float> row(gemm.begin() + i * n_rows, gemm.begin() + (i + 1) * n_rows);
+      ASSERT_EQ(gemv, row) << "activation row " << i;
+    }
+  }
+}
+
 // F32/F16/BF16 weights through the edges of the AVX2 float GEMM: tiles of 16 weight rows (panels
 // of 4) x 48 activation rows (micro-tiles of 3; 3q + 1 rows end in 2 + 2), k-chunks of at most
 // 1024 columns with the partial sums kept between chunks, BF16 panels widened once when a tile
