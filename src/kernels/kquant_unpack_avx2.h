@@ -22,17 +22,36 @@ struct ScaleMin {
   uint8_t min[8];
 };
 
-inline ScaleMin unpack_scale_min(const uint8_t* packed) {
+// The same bytes as two uint64 (byte j = scale_j / min_j), for kernels that keep them in
+// registers.
+struct PackedScaleMin {
+  uint64_t scale;
+  uint64_t min;
+};
+
+inline PackedScaleMin packed_scale_min(const uint8_t* packed) {
   const uint32_t u0 = load_u32(packed);
   const uint32_t u1 = load_u32(packed + 4);
   const uint32_t u2 = load_u32(packed + 8);
-  const uint32_t words[4] = {u0 & 0x3f3f3f3fu, (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u),
-                             u1 & 0x3f3f3f3fu,
-                             ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u)};
+  const uint64_t s_lo = u0 & 0x3f3f3f3fu;
+  const uint64_t s_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u);
+  const uint64_t m_lo = u1 & 0x3f3f3f3fu;
+  const uint64_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u);
+  return {s_lo | (s_hi << 32), m_lo | (m_hi << 32)};
+}
+
+inline ScaleMin unpack_scale_min(const uint8_t* packed) {
+  const PackedScaleMin p = packed_scale_min(packed);
   ScaleMin out;
-  std::memcpy(out.scale, words, 8);
-  std::memcpy(out.min, words + 2, 8);
+  std::memcpy(out.scale, &p.scale, 8);
+  std::memcpy(out.min, &p.min, 8);
   return out;
+}
+
+// Sums of a Q8_K activation block over each 32-group: bsums[2j] + bsums[2j+1], as 8 int16 (the
+// GEMVs' min terms).
+inline __m128i act_group_sums(const quant::BlockQ8_K& a) {
+  return _mm_hadd_epi16(loadu128(a.bsums), loadu128(a.bsums + 8));
 }
 
 // Q4_K and Q5_K: value = d * scale_j * q - dmin * min_j.
@@ -53,6 +72,26 @@ struct Q45K {
     p->sm = unpack_scale_min(block + 4);
     p->qs = block + kQsOffset;
     if constexpr (kFiveBit) p->high = loadu256(block + 16);
+  }
+  // Groups 2 * j2 and 2 * j2 + 1 (elements 64 j2 .. 64 j2 + 63) from one load of qs: the low
+  // and high nibbles, with Q5_K's fifth bits (bit g of each qh byte moved to bit 4; 16-bit
+  // shifts by at most 4 keep bit 4 within its own byte). The GEMVs' unpack.
+  static void group_pair(const uint8_t* qs, __m256i high, int j2, __m256i* lo, __m256i* hi) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i raw = loadu256(qs + 32 * j2);
+    __m256i l = _mm256_and_si256(raw, m4);
+    __m256i h = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+    if constexpr (kFiveBit) {
+      const __m256i b16 = _mm256_set1_epi8(0x10);
+      const int g = 2 * j2;
+      const __m256i l_bit = g < 4 ? _mm256_slli_epi16(high, 4 - g) : _mm256_srli_epi16(high, g - 4);
+      const __m256i h_bit =
+          g + 1 < 4 ? _mm256_slli_epi16(high, 3 - g) : _mm256_srli_epi16(high, g - 3);
+      l = _mm256_or_si256(l, _mm256_and_si256(l_bit, b16));
+      h = _mm256_or_si256(h, _mm256_and_si256(h_bit, b16));
+    }
+    *lo = l;
+    *hi = h;
   }
   // Group g (elements 32g .. 32g+31): unsigned values and the int16 scale vector.
   static void group(const Prep& p, int g, __m256i* q, __m256i* scale) {

@@ -27,11 +27,6 @@ namespace {
 
 using namespace avx2;
 
-// Sums of the activation over each 32-group: bsums[2j] + bsums[2j+1], as 8 int16.
-inline __m128i act_group_sums(const ActQ8K& a) {
-  return _mm_hadd_epi16(loadu128(a.bsums), loadu128(a.bsums + 8));
-}
-
 // ---- GEMV: R (<= 4; kGemvRows = 2) weight rows x 1 activation row ----
 //
 // Per super-block each row's exact int32 sums (8 lanes) are reduced into one xmm (reduce4)
@@ -64,26 +59,12 @@ inline __m256i q45k_block(const uint8_t* block, const ActQ8K& a, __m128i group_s
   *mins = _mm_madd_epi16(
       _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.min))), group_sums);
   const uint8_t* qs = block + F::kQsOffset;
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  __m256i high;
+  __m256i high = _mm256_setzero_si256();
   if constexpr (kFiveBit) high = loadu256(block + 16);
   __m256i sum = _mm256_setzero_si256();
   for (int j2 = 0; j2 < 4; ++j2) {
-    const __m256i raw = loadu256(qs + 32 * j2);
-    __m256i lo = _mm256_and_si256(raw, m4);
-    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-    if constexpr (kFiveBit) {
-      // Bit g of each qh byte moved to bit 4 (g = 2 * j2, 2 * j2 + 1); 16-bit shifts by at most
-      // 4 keep bit 4 within its own byte.
-      const __m256i b16 = _mm256_set1_epi8(0x10);
-      const int g = 2 * j2;
-      const __m256i lo_bit =
-          g < 4 ? _mm256_slli_epi16(high, 4 - g) : _mm256_srli_epi16(high, g - 4);
-      const __m256i hi_bit =
-          g + 1 < 4 ? _mm256_slli_epi16(high, 3 - g) : _mm256_srli_epi16(high, g - 3);
-      lo = _mm256_or_si256(lo, _mm256_and_si256(lo_bit, b16));
-      hi = _mm256_or_si256(hi, _mm256_and_si256(hi_bit, b16));
-    }
+    __m256i lo, hi;
+    F::group_pair(qs, high, j2, &lo, &hi);
     const __m256i p0 = _mm256_maddubs_epi16(lo, loadu256(a.qs + 64 * j2));
     const __m256i p1 = _mm256_maddubs_epi16(hi, loadu256(a.qs + 64 * j2 + 32));
     sum = _mm256_add_epi32(

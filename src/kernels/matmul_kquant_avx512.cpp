@@ -194,24 +194,6 @@ constexpr int kGemvRows = 8;
 // row's blocks still in order).
 constexpr int64_t kGroupSumBlocks = 64;
 
-// The 8 scales (or mins) of a Q4_K/Q5_K scale block as bytes of one uint64 (unpack_scale_min's
-// words, without the round trip through memory).
-struct PackedScaleMin {
-  uint64_t scale;
-  uint64_t min;
-};
-
-inline PackedScaleMin packed_scale_min(const uint8_t* packed) {
-  const uint32_t u0 = load_u32(packed);
-  const uint32_t u1 = load_u32(packed + 4);
-  const uint32_t u2 = load_u32(packed + 8);
-  const uint64_t s_lo = u0 & 0x3f3f3f3fu;
-  const uint64_t s_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u);
-  const uint64_t m_lo = u1 & 0x3f3f3f3fu;
-  const uint64_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u);
-  return {s_lo | (s_hi << 32), m_lo | (m_hi << 32)};
-}
-
 // Q45K's f32 term of one super-block, fma(d * da, sumi, -((dmin * da) * summ)), from sums (8
 // int32 lanes of scaled products) and mins (4 int32 lanes of min terms); the caller adds it to
 // the row's sum (acc + term, the GEMM's order). The two reductions share their shuffles.
@@ -253,28 +235,14 @@ inline float q45k_gemv_block(const uint8_t* block, const ActQ8K& a, const int16_
       _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sm.min))),
                      _mm_load_si128(reinterpret_cast<const __m128i*>(gs)));
   const uint8_t* qs = block + F::kQsOffset;
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  __m256i high;
+  __m256i high = _mm256_setzero_si256();
   if constexpr (kFiveBit) high = loadu256(block + 16);
   // Two chains (even and odd sub-blocks) for vpdpwssd's latency.
   __m256i even = _mm256_setzero_si256();
   __m256i odd = _mm256_setzero_si256();
   for (int j2 = 0; j2 < 4; ++j2) {
-    const __m256i raw = loadu256(qs + 32 * j2);
-    __m256i lo = _mm256_and_si256(raw, m4);
-    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-    if constexpr (kFiveBit) {
-      // Bit g of each qh byte to bit 4 (g = 2 * j2, 2 * j2 + 1), as the AVX2 tile; 0xf8 is
-      // A | (B & C).
-      const __m256i b16 = _mm256_set1_epi8(0x10);
-      const int g = 2 * j2;
-      const __m256i lo_bit =
-          g < 4 ? _mm256_slli_epi16(high, 4 - g) : _mm256_srli_epi16(high, g - 4);
-      const __m256i hi_bit =
-          g + 1 < 4 ? _mm256_slli_epi16(high, 3 - g) : _mm256_srli_epi16(high, g - 3);
-      lo = _mm256_ternarylogic_epi32(lo, lo_bit, b16, 0xf8);
-      hi = _mm256_ternarylogic_epi32(hi, hi_bit, b16, 0xf8);
-    }
+    __m256i lo, hi;
+    F::group_pair(qs, high, j2, &lo, &hi);
     const __m256i p0 = _mm256_maddubs_epi16(lo, loadu256(a.qs + 64 * j2));
     const __m256i p1 = _mm256_maddubs_epi16(hi, loadu256(a.qs + 64 * j2 + 32));
     even = _mm256_dpwssd_epi32(even, p0, _mm256_set1_epi32(pairs[2 * j2]));
@@ -293,8 +261,7 @@ void q45k_gemv(const Tile& t) {
   for (int64_t b0 = 0; b0 < n_blocks; b0 += kGroupSumBlocks) {
     const int64_t b1 = std::min(n_blocks, b0 + kGroupSumBlocks);
     for (int64_t b = b0; b < b1; ++b) {
-      _mm_store_si128(reinterpret_cast<__m128i*>(group_sums[b - b0]),
-                      _mm_hadd_epi16(loadu128(act[b].bsums), loadu128(act[b].bsums + 8)));
+      _mm_store_si128(reinterpret_cast<__m128i*>(group_sums[b - b0]), act_group_sums(act[b]));
     }
     for (int r = 0; r < t.n_w; ++r) {
       const uint8_t* row = t.w + r * t.w_stride;
