@@ -15,6 +15,7 @@
 #include <new>
 #include <string>
 
+#include "kernels/row_groups.h"
 #include "matmul_kernels.h"
 #include "util/checked_math.h"
 #include "util/error.h"
@@ -35,7 +36,12 @@ constexpr size_t kActChunkBytes = 256 * 1024;  // activation rows walked per wei
   throw Error(Error::Kind::kInvalidArgument, "matmul: " + message);
 }
 
-const Kernel* find_kernel(GgmlType type, Isa isa) {
+const Kernel* find_kernel(const QuantMatrix& w, Isa isa) {
+  const GgmlType type = w.type;
+  if (w.layout == WeightLayout::kRowGroups16) {
+    const Kernel* kernel = isa == Isa::kAvx512 ? detail::find_grouped_avx512(type) : nullptr;
+    return kernel != nullptr ? kernel : detail::find_grouped_scalar(type);
+  }
   const Kernel* kernel = nullptr;
   if (isa == Isa::kAvx512) kernel = detail::find_kernel_avx512(type);
   if (kernel == nullptr && isa >= Isa::kAvx2) kernel = detail::find_kernel_avx2(type);
@@ -133,6 +139,15 @@ void validate(const QuantMatrix& w, const float* x, int64_t m, int64_t x_stride,
     invalid("row_bytes " + std::to_string(w.row_bytes) + " < " + std::to_string(*row) +
             " bytes of " + std::to_string(w.n_cols) + " " + type_name + " values");
   }
+  const bool grouped = w.layout == WeightLayout::kRowGroups16;
+  if (grouped && detail::find_grouped_scalar(w.type) == nullptr) {
+    throw Error(Error::Kind::kUnsupported,
+                "matmul: weight type " + type_name + " has no row-group layout");
+  }
+  if (grouped && w.row_bytes != *row) {
+    invalid("row_bytes " + std::to_string(w.row_bytes) + " of a row-group matrix must be " +
+            std::to_string(*row));
+  }
   if (m == 0 || w.n_rows == 0) return;
   if (w.n_cols > 0 && (w.data == nullptr || x == nullptr)) invalid("null weight or input data");
   if (y == nullptr) invalid("null output");
@@ -142,7 +157,10 @@ void validate(const QuantMatrix& w, const float* x, int64_t m, int64_t x_stride,
   if (m > 1 && y_stride < w.n_rows) {
     invalid("y_stride " + std::to_string(y_stride) + " < n_rows " + std::to_string(w.n_rows));
   }
-  const auto span = checked_mul(static_cast<uint64_t>(w.n_rows - 1), w.row_bytes);
+  // A row-group matrix spans whole groups of 16 rows (the last one padded).
+  const int64_t last_row =
+      grouped ? (w.n_rows + kRowGroupRows - 1) / kRowGroupRows * kRowGroupRows - 1 : w.n_rows - 1;
+  const auto span = checked_mul(static_cast<uint64_t>(last_row), w.row_bytes);
   const auto x_span = checked_mul(static_cast<uint64_t>(m), static_cast<uint64_t>(x_stride));
   const auto y_span = checked_mul(static_cast<uint64_t>(m), static_cast<uint64_t>(y_stride));
   if (!span || !x_span || !y_span || *x_span > (uint64_t{1} << 60) ||
@@ -267,7 +285,7 @@ struct Plan {
 Plan make_plan(const QuantMatrix& w, float* y, int64_t y_stride, int64_t m, Isa isa) {
   Plan p;
   p.w = &w;
-  p.kernel = find_kernel(w.type, isa);
+  p.kernel = find_kernel(w, isa);
   p.y = y;
   p.y_stride = m == 1 ? w.n_rows : y_stride;
   const bool is_gemv = m == 1;

@@ -125,6 +125,12 @@ const Kernel* find_kernel_scalar(gguf::GgmlType type);
 const Kernel* find_kernel_avx2(gguf::GgmlType type);
 const Kernel* find_kernel_avx512(gguf::GgmlType type);
 
+// Kernels for matrices in 16-row groups (WeightLayout::kRowGroups16, row_groups_layout.h):
+// tiles of kGroupRows weight rows starting at a group, ActQ8 rows (ActKind::kQ8) for the GEMV
+// and the GEMM alike. The scalar table has every grouped type; nullptr otherwise.
+const Kernel* find_grouped_scalar(gguf::GgmlType type);
+const Kernel* find_grouped_avx512(gguf::GgmlType type);
+
 // Per-family tables behind find_kernel_avx2 / find_kernel_avx512.
 const Kernel* find_q8x8_avx2(gguf::GgmlType type);
 const Kernel* find_legacy_avx2(gguf::GgmlType type);

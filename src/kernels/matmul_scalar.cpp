@@ -13,6 +13,7 @@
 
 #include "matmul_kernels.h"
 #include "quant/float_convert.h"
+#include "row_groups_layout.h"
 #include "quant/k_blocks.h"
 
 namespace llms::kernels::detail {
@@ -174,6 +175,32 @@ constexpr Kernel make(ActKind act) {
   return Kernel{act, 4, 4, 4, &tile<kDot>, &tile<kDot>};
 }
 
+// A 16-row group (WeightLayout::kRowGroups16): each row's blocks are read back out of the group
+// one at a time and summed in the same order with the same expression as the row tile's kDot.
+template <DotFn kDot, gguf::GgmlType kType>
+void grouped_tile(const Tile& t) {
+  constexpr size_t kBlock = grouped_type_block_bytes(kType);
+  uint8_t block[kBlock];
+  const int64_t n_blocks = t.n_cols / kQK;
+  for (int i = 0; i < t.n_a; ++i) {
+    const uint8_t* a = t.a + i * t.a_stride;
+    for (int r = 0; r < t.n_w; ++r) {
+      float sum = 0.0f;
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        get_row_block(kType, t.w + b * kGroupRows * kBlock, r, block);
+        sum += kDot(block, a + b * sizeof(ActQ8), kQK);
+      }
+      t.y[i * t.y_stride + r] = sum;
+    }
+  }
+}
+
+template <DotFn kDot, gguf::GgmlType kType>
+constexpr Kernel make_grouped() {
+  return Kernel{ActKind::kQ8, kGroupRows, kGroupRows, 1, &grouped_tile<kDot, kType>,
+                &grouped_tile<kDot, kType>};
+}
+
 constexpr Kernel kQ4_0 = make<&dot_legacy<quant::BlockQ4_0, 8, false>>(ActKind::kQ8);
 constexpr Kernel kQ4_1 = make<&dot_legacy<quant::BlockQ4_1, 0, true>>(ActKind::kQ8);
 constexpr Kernel kQ5_0 = make<&dot_legacy<quant::BlockQ5_0, 16, false>>(ActKind::kQ8);
@@ -185,6 +212,11 @@ constexpr Kernel kQ6_K = make<&dot_q6_k>(ActKind::kQ8K);
 constexpr Kernel kF32 = make<&dot_float<gguf::GgmlType::kF32>>(ActKind::kF32);
 constexpr Kernel kF16 = make<&dot_float<gguf::GgmlType::kF16>>(ActKind::kF32);
 constexpr Kernel kBF16 = make<&dot_float<gguf::GgmlType::kBF16>>(ActKind::kF32);
+constexpr Kernel kGroupedQ4_0 =
+    make_grouped<&dot_legacy<quant::BlockQ4_0, 8, false>, gguf::GgmlType::kQ4_0>();
+constexpr Kernel kGroupedQ5_0 =
+    make_grouped<&dot_legacy<quant::BlockQ5_0, 16, false>, gguf::GgmlType::kQ5_0>();
+constexpr Kernel kGroupedQ8_0 = make_grouped<&dot_q8_0, gguf::GgmlType::kQ8_0>();
 
 }  // namespace
 
@@ -213,6 +245,19 @@ const Kernel* find_kernel_scalar(gguf::GgmlType type) {
       return &kQ5_K;
     case GgmlType::kQ6_K:
       return &kQ6_K;
+    default:
+      return nullptr;
+  }
+}
+
+const Kernel* find_grouped_scalar(gguf::GgmlType type) {
+  switch (type) {
+    case gguf::GgmlType::kQ4_0:
+      return &kGroupedQ4_0;
+    case gguf::GgmlType::kQ5_0:
+      return &kGroupedQ5_0;
+    case gguf::GgmlType::kQ8_0:
+      return &kGroupedQ8_0;
     default:
       return nullptr;
   }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "kernels/row_groups.h"
 #include "quant/float_convert.h"
 #include "quant/quant.h"
 #include "util/error.h"
@@ -384,7 +385,7 @@ TEST_P(MatmulFloatGemm, EdgeShapesMatchScalarAndGemv) {
               pool.ratio(), n_cases);
 }
 
-std::string float_case_name(const ::testing::TestParamInfo<std::tuple<GgmlType, Isa>>& info) {
+std::string type_isa_case_name(const ::testing::TestParamInfo<std::tuple<GgmlType, Isa>>& info) {
   return std::string(gguf::ggml_type_name(std::get<0>(info.param))) + "_" +
          std::string(isa_name(std::get<1>(info.param)));
 }
@@ -393,7 +394,7 @@ INSTANTIATE_TEST_SUITE_P(FloatTypes, MatmulFloatGemm,
                          ::testing::Combine(::testing::Values(GgmlType::kF32, GgmlType::kF16,
                                                               GgmlType::kBF16),
                                             ::testing::Values(Isa::kAvx2, Isa::kAvx512)),
-                         float_case_name);
+                         type_isa_case_name);
 
 std::string case_name(const ::testing::TestParamInfo<std::tuple<TypeCase, Isa>>& info) {
   return std::string(gguf::ggml_type_name(std::get<0>(info.param).type)) + "_" +
@@ -483,6 +484,110 @@ TEST(Matmul, ReservedScratchDoesNotGrow) {
       EXPECT_EQ(scratch.capacity_bytes(), reserved);
     }
   }
+}
+
+// Matrices in 16-row groups (kernels/row_groups.h). On an ISA with grouped kernels (AVX-512) a
+// grouped matrix must give bit for bit what the row layout gives on that ISA, GEMV and GEMM, at
+// every activation-row count of the GEMM tile (1..8) and past it; elsewhere (the scalar
+// fallback) it must match the scalar kernel. Row counts cover a partial group (1, 15, 17, 45),
+// whole groups (16, 48) and, with 2 threads, a split over activation rows (few row tiles); the
+// source rows are padded and oddly aligned, and nothing outside y's n_rows columns is written.
+class MatmulRowGroups : public ::testing::TestWithParam<std::tuple<GgmlType, Isa>> {};
+
+TEST_P(MatmulRowGroups, EqualTheRowLayout) {
+  const auto [type, isa] = GetParam();
+  LLMS_SKIP_UNLESS_ISA(isa);
+  const bool has_kernels = group_rows_pays(type, isa);
+  int n_cases = 0;
+  for (int64_t n_cols : {32, 96, 896}) {
+    for (int64_t n_rows : {1, 15, 16, 17, 45, 48}) {
+      auto rng = rng_for(static_cast<uint64_t>(type) * 131 + static_cast<uint64_t>(n_cols) * 7 +
+                         static_cast<uint64_t>(n_rows));
+      const Weights w = make_weights(type, n_rows, n_cols, n_rows % 2 == 1 ? 5 : 0, rng);
+      std::vector<uint8_t> store(grouped_bytes(w.matrix) + 1);
+      const QuantMatrix grouped = group_rows(w.matrix, store.data() + 1);
+      ASSERT_EQ(grouped.layout, WeightLayout::kRowGroups16);
+      for (int64_t m : {1, 3, 8, 9, 20}) {
+        SCOPED_TRACE("n_cols " + std::to_string(n_cols) + ", n_rows " + std::to_string(n_rows) +
+                     ", m " + std::to_string(m));
+        const int64_t x_stride = n_cols + (m % 2 == 1 ? 3 : 0);
+        const std::vector<float> x = gaussian(rng, static_cast<size_t>(m * x_stride));
+        const int n_threads = 1 + static_cast<int>(m % 2);
+        const std::vector<float> got = run_matmul(grouped, x, m, x_stride, isa, n_threads);
+        if (has_kernels) {
+          ASSERT_EQ(got, run_matmul(w.matrix, x, m, x_stride, isa, n_threads));
+        }
+        const std::vector<float> scalar = run_matmul(w.matrix, x, m, x_stride, Isa::kScalar, 1);
+        EXPECT_LE(normalized_error(got, scalar), kSimdBound);
+        ++n_cases;
+      }
+    }
+  }
+  EXPECT_EQ(n_cases, 3 * 6 * 5);
+}
+
+// matmul_many over grouped q/k/v-like targets gives each target what matmul gives it.
+TEST_P(MatmulRowGroups, FusedTargetsEqualSingleCalls) {
+  const auto [type, isa] = GetParam();
+  LLMS_SKIP_UNLESS_ISA(isa);
+  auto rng = rng_for(static_cast<uint64_t>(type) * 977);
+  const int64_t n_cols = 128;
+  std::vector<Weights> weights;
+  std::vector<std::vector<uint8_t>> stores;
+  std::vector<QuantMatrix> grouped;
+  for (int64_t n_rows : {64, 16, 17}) {
+    weights.push_back(make_weights(type, n_rows, n_cols, 0, rng));
+    stores.emplace_back(grouped_bytes(weights.back().matrix));
+    grouped.push_back(group_rows(weights.back().matrix, stores.back().data()));
+  }
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  for (int64_t m : {1, 5}) {
+    const std::vector<float> x = gaussian(rng, static_cast<size_t>(m * n_cols));
+    std::vector<std::vector<float>> fused(3), single(3);
+    std::vector<MatmulTarget> targets;
+    for (size_t j = 0; j < 3; ++j) {
+      fused[j].assign(static_cast<size_t>(m * grouped[j].n_rows), 0.0f);
+      single[j] = fused[j];
+      targets.push_back({grouped[j], fused[j].data(), grouped[j].n_rows});
+    }
+    matmul_many(targets, x.data(), m, n_cols, pool, scratch, isa);
+    for (size_t j = 0; j < 3; ++j) {
+      matmul(grouped[j], x.data(), m, n_cols, single[j].data(), grouped[j].n_rows, pool, scratch,
+             isa);
+      EXPECT_EQ(fused[j], single[j]) << "target " << j << ", m " << m;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    GroupedTypes, MatmulRowGroups,
+    ::testing::Combine(::testing::Values(GgmlType::kQ4_0, GgmlType::kQ5_0, GgmlType::kQ8_0),
+                       ::testing::ValuesIn(testing::all_isas())),
+    type_isa_case_name);
+
+TEST(MatmulRowGroups, RefusesWhatHasNoLayout) {
+  auto rng = rng_for(11);
+  const Weights k = make_weights(GgmlType::kQ4_K, 16, 256, 0, rng);
+  std::vector<uint8_t> store(16 * 256 * 4);
+  EXPECT_FALSE(group_rows_supported(GgmlType::kQ4_K));
+  EXPECT_FALSE(group_rows_pays(GgmlType::kQ4_K, Isa::kAvx512));
+  EXPECT_FALSE(group_rows_pays(GgmlType::kQ5_0, Isa::kAvx2));
+  EXPECT_EQ(group_rows_pays(GgmlType::kQ5_0, Isa::kAvx512), isa_supported(Isa::kAvx512));
+  EXPECT_THROW(group_rows(k.matrix, store.data()), Error);
+  const Weights q = make_weights(GgmlType::kQ8_0, 16, 64, 0, rng);
+  const QuantMatrix grouped = group_rows(q.matrix, store.data());
+  EXPECT_THROW(group_rows(grouped, store.data()), Error);  // already grouped
+  // A grouped matrix must have exact row bytes, and a type with the layout.
+  ThreadPool pool(1);
+  MatmulScratch scratch;
+  std::vector<float> x(64, 1.0f), y(16);
+  QuantMatrix padded = grouped;
+  padded.row_bytes += 2;
+  EXPECT_THROW(matmul(padded, x.data(), 1, 64, y.data(), 16, pool, scratch), Error);
+  QuantMatrix k_grouped = k.matrix;
+  k_grouped.layout = WeightLayout::kRowGroups16;
+  EXPECT_THROW(matmul(k_grouped, x.data(), 1, 256, y.data(), 16, pool, scratch), Error);
 }
 
 }  // namespace

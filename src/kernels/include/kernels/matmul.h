@@ -32,12 +32,17 @@
 
 namespace llms::kernels {
 
+// How a matrix's blocks are laid out: kRows as in the GGUF file (above), kRowGroups16 repacked
+// into groups of 16 interleaved rows (kernels/row_groups.h; Q4_0, Q5_0, Q8_0 only).
+enum class WeightLayout { kRows, kRowGroups16 };
+
 struct QuantMatrix {
   gguf::GgmlType type = gguf::GgmlType::kF32;
   const void* data = nullptr;
   int64_t n_rows = 0;
   int64_t n_cols = 0;
-  size_t row_bytes = 0;  // >= the bytes of n_cols values of `type`
+  size_t row_bytes = 0;  // >= the bytes of n_cols values of `type` (== for kRowGroups16)
+  WeightLayout layout = WeightLayout::kRows;
 };
 
 // Types matmul can take as weights: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K,

@@ -1,0 +1,41 @@
+// kernels/row_groups: weight matrices repacked once (at model load) into groups of 16 rows, the
+// layout of the AVX-512 VNNI kernels for Q4_0, Q5_0 and Q8_0.
+//
+// Why: in the row layout a kernel must shuffle each weight block into 4-byte groups and
+// broadcast them against the activations; with 16 rows interleaved, one 64-byte load (plus the
+// nibble unpack) gives 4 consecutive values of each of 16 rows, the activations are broadcast
+// straight from memory, and one vpdpbusd advances 16 rows' dots at once, with no horizontal
+// sums (docs/KERNELS.md has the measurements).
+//
+// Contract:
+//   - WeightLayout::kRowGroups16 (kernels/matmul.h): rows in groups of 16, the last group padded
+//     with zero rows; group g starts at data + 16 * g * row_bytes, where row_bytes is exactly the
+//     bytes of n_cols values of the type (no row padding), so a group is the same bytes as its 16
+//     rows were. Within a group the blocks of 32 columns follow one another; block b is
+//     16 * sizeof(block) bytes: the 16 rows' f16 scales, then for Q5_0 eight 64-bit masks of
+//     fifth bits, then the quants (the byte layout is in row_groups_layout.h).
+//   - matmul on a grouped matrix gives bit for bit what it gives on the row layout with the same
+//     Isa's kernels where that Isa has grouped kernels (AVX-512), and the scalar reference's
+//     values otherwise (every kernel computes the same integers and f32 expression per block).
+//   - group_rows_supported(type): Q4_0, Q5_0 and Q8_0. group_rows_pays(type, isa): whether isa
+//     has grouped kernels for type (the caller repacks only then).
+//   - group_rows writes the grouped copy of w (layout kRows, any row_bytes) into dst, which
+//     must hold grouped_bytes(w) bytes, and returns the matrix that reads it. It throws
+//     llms::Error(kInvalidArgument) for a type without the layout, a matrix already grouped or a
+//     shape that is not whole blocks.
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/matmul.h"
+
+namespace llms::kernels {
+
+inline constexpr int kRowGroupRows = 16;
+
+bool group_rows_supported(gguf::GgmlType type);
+bool group_rows_pays(gguf::GgmlType type, Isa isa = best_isa());
+size_t grouped_bytes(const QuantMatrix& w);
+QuantMatrix group_rows(const QuantMatrix& w, void* dst, ThreadPool* pool = nullptr);
+
+}  // namespace llms::kernels

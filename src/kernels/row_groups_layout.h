@@ -1,0 +1,93 @@
+// kernels/row_groups_layout (private): the bytes of one block of a 16-row group
+// (WeightLayout::kRowGroups16, kernels/row_groups.h), shared by the repacking, the scalar
+// reference and the AVX-512 kernels.
+//
+// Block b of a group is 16 * sizeof(Block) bytes at group + b * 16 * sizeof(Block):
+//   [0, 32)      the f16 scale d of row i at 2 * i;
+//   Q5_0 only, [32, 96): eight little-endian 64-bit masks; bit 4 * i + t of mask j is the fifth
+//                bit of row i's value 4 * j + t;
+//   then the quants as 64-byte vectors, byte 4 * i + t of each from row i:
+//     Q4_0, Q5_0: 4 vectors; vector p holds row i's qs[4 * p + t], so its low nibbles are
+//                 values 4p..4p+3 and its high nibbles values 16+4p..16+4p+3;
+//     Q8_0:       8 vectors; vector j holds row i's qs[4 * j + t] (values 4j..4j+3).
+// One 64-byte load (and a nibble split) thus gives 4 consecutive values of all 16 rows, as
+// vpdpbusd takes them against 4 activation bytes broadcast to every lane.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "gguf/ggml_type.h"
+#include "kernels/row_groups.h"
+#include "quant/blocks.h"
+
+namespace llms::kernels::detail {
+
+inline constexpr int kGroupRows = kRowGroupRows;
+inline constexpr size_t kGroupScaleBytes = 2 * kGroupRows;
+inline constexpr size_t kGroupMaskBytes = 8 * sizeof(uint64_t);  // Q5_0's fifth bits
+
+// sizeof the type's GGUF block (0 for a type without the grouped layout).
+constexpr size_t grouped_type_block_bytes(gguf::GgmlType type) {
+  switch (type) {
+    case gguf::GgmlType::kQ4_0:
+      return sizeof(quant::BlockQ4_0);
+    case gguf::GgmlType::kQ5_0:
+      return sizeof(quant::BlockQ5_0);
+    case gguf::GgmlType::kQ8_0:
+      return sizeof(quant::BlockQ8_0);
+    default:
+      return 0;
+  }
+}
+
+constexpr size_t grouped_quants_offset(gguf::GgmlType type) {
+  return kGroupScaleBytes + (type == gguf::GgmlType::kQ5_0 ? kGroupMaskBytes : 0);
+}
+
+// Writes row i's GGUF block `block` into the grouped block gb (the other rows' bytes are kept).
+inline void put_row_block(gguf::GgmlType type, const uint8_t* block, int i, uint8_t* gb) {
+  std::memcpy(gb + 2 * i, block, 2);
+  uint8_t* quants = gb + grouped_quants_offset(type);
+  if (type == gguf::GgmlType::kQ8_0) {
+    for (int j = 0; j < 8; ++j) std::memcpy(quants + 64 * j + 4 * i, block + 2 + 4 * j, 4);
+    return;
+  }
+  const size_t qs = type == gguf::GgmlType::kQ5_0 ? 6 : 2;
+  for (int p = 0; p < 4; ++p) std::memcpy(quants + 64 * p + 4 * i, block + qs + 4 * p, 4);
+  if (type == gguf::GgmlType::kQ5_0) {
+    uint32_t qh;
+    std::memcpy(&qh, block + 2, 4);
+    for (int j = 0; j < 8; ++j) {
+      uint64_t mask;
+      std::memcpy(&mask, gb + kGroupScaleBytes + 8 * j, 8);
+      mask &= ~(uint64_t{0xf} << (4 * i));
+      mask |= static_cast<uint64_t>((qh >> (4 * j)) & 0xfu) << (4 * i);
+      std::memcpy(gb + kGroupScaleBytes + 8 * j, &mask, 8);
+    }
+  }
+}
+
+// Reads row i's GGUF block back out of the grouped block gb (the inverse of put_row_block).
+inline void get_row_block(gguf::GgmlType type, const uint8_t* gb, int i, uint8_t* block) {
+  std::memcpy(block, gb + 2 * i, 2);
+  const uint8_t* quants = gb + grouped_quants_offset(type);
+  if (type == gguf::GgmlType::kQ8_0) {
+    for (int j = 0; j < 8; ++j) std::memcpy(block + 2 + 4 * j, quants + 64 * j + 4 * i, 4);
+    return;
+  }
+  const size_t qs = type == gguf::GgmlType::kQ5_0 ? 6 : 2;
+  for (int p = 0; p < 4; ++p) std::memcpy(block + qs + 4 * p, quants + 64 * p + 4 * i, 4);
+  if (type == gguf::GgmlType::kQ5_0) {
+    uint32_t qh = 0;
+    for (int j = 0; j < 8; ++j) {
+      uint64_t mask;
+      std::memcpy(&mask, gb + kGroupScaleBytes + 8 * j, 8);
+      qh |= static_cast<uint32_t>((mask >> (4 * i)) & 0xfu) << (4 * j);
+    }
+    std::memcpy(block + 2, &qh, 4);
+  }
+}
+
+}  // namespace llms::kernels::detail
