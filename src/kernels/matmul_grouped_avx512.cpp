@@ -103,6 +103,10 @@ void gemv(const Tile& t) {
 // dot chains of the row in flight fit in the 32 zmm registers.
 constexpr int kGemmActRows = 8;
 
+// The GEMM streams each group once from memory (its later activation tiles find it in cache) at
+// a few GB/s, too slowly and in too short a run for the hardware prefetcher alone.
+constexpr size_t kGemmPrefetchBytes = 2048;
+
 template <gguf::GgmlType kType, int NA>
 void gemm_tile(const Tile& t) {
   using F = Grouped<kType>;
@@ -111,6 +115,7 @@ void gemm_tile(const Tile& t) {
   for (int n = 0; n < NA; ++n) acc[n] = _mm512_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* gb = t.w + b * F::kBlockBytes;
+    avx2::prefetch(gb + kGemmPrefetchBytes, F::kBlockBytes);
     __m512i v[8];
     F::unpack(gb, v);
     const __m512 dw = F::scales(gb);
