@@ -208,27 +208,48 @@ namespace {
 
 // The activations as the kernels read them: the caller's floats (kF32), or quantized rows in the
 // scratch, interleaved by groups of 8 for the GEMM of kQ8x8 / kQ8Kx8 kernels.
-struct Activations {
+struct ActView {
   const uint8_t* a = nullptr;
   size_t a_stride = 0;
 };
 
-Activations prepare_activations(const Kernel& kernel, int64_t n_cols, const float* x, int64_t m,
+// The quantized rows, and (for a GEMM of kQ8x8 / kQ8Kx8 kernels) their interleaved groups after
+// them in the scratch: a kernel of the plain row form reads the rows, so matrices whose kernels
+// differ only by the interleaving (a grouped Q4_K beside a Q6_K) share one quantization.
+struct Activations {
+  ActView rows;
+  ActView groups;
+  const ActView& for_kernel(const Kernel& kernel) const {
+    return groups.a != nullptr && is_interleaved_kind(kernel.act) ? groups : rows;
+  }
+  static bool is_interleaved_kind(ActKind act) {
+    return act == ActKind::kQ8x8 || act == ActKind::kQ8Kx8;
+  }
+};
+
+// The activation form without its interleaving (kQ8x8 -> kQ8, kQ8Kx8 -> kQ8K).
+ActKind row_form(ActKind act) {
+  if (act == ActKind::kQ8x8) return ActKind::kQ8;
+  if (act == ActKind::kQ8Kx8) return ActKind::kQ8K;
+  return act;
+}
+
+// act: the kind to prepare; an interleaved kind also gives the rows.
+Activations prepare_activations(ActKind act, int64_t n_cols, const float* x, int64_t m,
                                 int64_t x_stride, ThreadPool& pool, MatmulScratch& scratch,
                                 Isa isa) {
-  Activations out{reinterpret_cast<const uint8_t*>(x),
-                  static_cast<size_t>(x_stride) * sizeof(float)};
-  if (kernel.act == ActKind::kF32) return out;
-  size_t a_stride = act_row_bytes(kernel.act, n_cols);
-  const bool is_k = kernel.act == ActKind::kQ8K || kernel.act == ActKind::kQ8Kx8;
-  const bool is_interleaved =
-      (kernel.act == ActKind::kQ8x8 || kernel.act == ActKind::kQ8Kx8) && m > 1;
+  Activations out;
+  out.rows = {reinterpret_cast<const uint8_t*>(x), static_cast<size_t>(x_stride) * sizeof(float)};
+  if (act == ActKind::kF32) return out;
+  size_t a_stride = act_row_bytes(act, n_cols);
+  const bool is_k = act == ActKind::kQ8K || act == ActKind::kQ8Kx8;
+  const bool is_interleaved = Activations::is_interleaved_kind(act) && m > 1;
   const int64_t n_groups = (m + 7) / 8;
   const size_t rows_bytes = a_stride * static_cast<size_t>(m);
   const size_t bytes =
       rows_bytes + (is_interleaved ? a_stride * static_cast<size_t>(8 * n_groups) : 0);
   auto* buffer = static_cast<uint8_t*>(scratch.ensure(bytes));
-  out = {buffer, a_stride};
+  out.rows = {buffer, a_stride};
   auto quantize_rows = [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
       uint8_t* row = buffer + static_cast<size_t>(i) * a_stride;
@@ -265,7 +286,7 @@ Activations prepare_activations(const Kernel& kernel, int64_t n_cols, const floa
     } else {
       interleave(0, n_groups, 0);
     }
-    out = {groups, static_cast<size_t>(n_blocks) * block_bytes};
+    out.groups = {groups, static_cast<size_t>(n_blocks) * block_bytes};
   }
   return out;
 }
@@ -298,8 +319,9 @@ Plan make_plan(const QuantMatrix& w, float* y, int64_t y_stride, int64_t m, Isa 
 
 // Weight rows [r0, r1) of the plan's matrix against activation rows [i0, i1): activation chunks
 // small enough to stay in L2, each walked by every weight tile of the range.
-void run_block(const Plan& p, const Activations& act, int64_t r0, int64_t r1, int64_t i0,
+void run_block(const Plan& p, const Activations& acts, int64_t r0, int64_t r1, int64_t i0,
                int64_t i1) {
+  const ActView& act = acts.for_kernel(*p.kernel);
   const QuantMatrix& w = *p.w;
   const int64_t act_chunk = std::max<int64_t>(
       p.tile_cols, static_cast<int64_t>(kActChunkBytes / act.a_stride) / p.tile_cols * p.tile_cols);
@@ -351,7 +373,7 @@ void matmul(const QuantMatrix& w, const float* x, int64_t m, int64_t x_stride, f
   if (w.n_cols == 0) return zero_rows(w, m, y, m == 1 ? w.n_rows : y_stride);
   const Plan plan = make_plan(w, y, y_stride, m, isa);
   const Activations act =
-      prepare_activations(*plan.kernel, w.n_cols, x, m, x_stride, pool, scratch, isa);
+      prepare_activations(plan.kernel->act, w.n_cols, x, m, x_stride, pool, scratch, isa);
   run_plan(plan, act, m, pool);
 }
 
@@ -370,15 +392,19 @@ void matmul_many(std::span<const MatmulTarget> targets, const float* x, int64_t 
   if (m == 0) return;
   if (m == 1) x_stride = n_cols;
 
-  // Fused only when every matrix reads the same activation form; otherwise one call each.
+  // Fused only when every matrix reads the same activation form, up to the interleaving of the
+  // GEMM's groups (prepared once, rows included, when any matrix needs it); otherwise one call
+  // each.
   const size_t n = targets.size();
   Plan plans[kMaxFusedTargets];
   int64_t first_tile[kMaxFusedTargets + 1] = {0};
   bool fusable = n_cols > 0 && n <= kMaxFusedTargets;
+  ActKind act_kind = ActKind::kF32;
   bool enough_rows = true;
   for (size_t j = 0; fusable && j < n; ++j) {
     plans[j] = make_plan(targets[j].w, targets[j].y, targets[j].y_stride, m, isa);
-    fusable = plans[j].kernel->act == plans[0].kernel->act;
+    fusable = row_form(plans[j].kernel->act) == row_form(plans[0].kernel->act);
+    if (Activations::is_interleaved_kind(plans[j].kernel->act)) act_kind = plans[j].kernel->act;
     first_tile[j + 1] = first_tile[j] + plans[j].n_row_tiles;
     enough_rows = enough_rows && plans[j].n_row_tiles >= pool.size();
   }
@@ -388,8 +414,8 @@ void matmul_many(std::span<const MatmulTarget> targets, const float* x, int64_t 
     }
     return;
   }
-  const Activations act =
-      prepare_activations(*plans[0].kernel, n_cols, x, m, x_stride, pool, scratch, isa);
+  if (!Activations::is_interleaved_kind(act_kind)) act_kind = plans[0].kernel->act;
+  const Activations act = prepare_activations(act_kind, n_cols, x, m, x_stride, pool, scratch, isa);
   if (m > 1 && !enough_rows) {  // a small matrix: split each over activation rows instead
     for (size_t j = 0; j < n; ++j) {
       if (plans[j].n_row_tiles > 0) run_plan(plans[j], act, m, pool);

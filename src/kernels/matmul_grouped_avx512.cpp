@@ -1,4 +1,4 @@
-// kernels/matmul_grouped_avx512: VNNI GEMV and GEMM tiles for Q4_0, Q5_0 and Q8_0 matrices in
+// kernels/matmul_grouped_avx512: VNNI GEMV and GEMM tiles for Q4_0, Q5_0, Q8_0 and Q4_K matrices in
 // 16-row groups (WeightLayout::kRowGroups16; bytes in row_groups_layout.h).
 //
 // One zmm holds 4 consecutive weights of each of the group's 16 rows (unsigned: Q4_0/Q5_0 as
@@ -139,6 +139,119 @@ constexpr Kernel make() {
   return Kernel{ActKind::kQ8, kGroupRows, kGroupRows, kGemmActRows, &gemv<kType>, &gemm<kType>};
 }
 
+// Q4_K. Per super-block of a group: the 16 rows' 6-bit scales and mins are decoded once (16
+// lanes at a time from the byte-per-row scale vectors) into a stack array, as int32 scales for
+// vpmulld and as (min, min) int16 pairs for vpdpwssd against an activation row's pair of
+// 16-value sums; then per pair of sub-blocks 16 weight vectors (low and high nibbles of 8 loads)
+// serve every activation row of the tile. Integers and the f32 step, acc + fma(d * da, sumi,
+// -((dmin * da) * summ)), are the row kernels'.
+struct Q4kScales {
+  __m512i scale[8];     // sub-block j's scale, one int32 lane per row
+  __m512i min_pair[8];  // sub-block j's min in both int16 halves of each row's lane
+};
+
+inline void decode_q4k_scales(const uint8_t* gb, Q4kScales* out) {
+  const uint8_t* s = gb + kGroupQ4kScales;
+  auto bytes = [s](int k) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * k)); };
+  const __m128i low6 = _mm_set1_epi8(63);
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  const __m128i bits45 = _mm_set1_epi8(0x30);
+  for (int j = 0; j < 8; ++j) {
+    __m128i sc;
+    __m128i mn;
+    if (j < 4) {
+      sc = _mm_and_si128(bytes(j), low6);
+      mn = _mm_and_si128(bytes(j + 4), low6);
+    } else {
+      // The top two bits of bytes j - 4 (scales) and j (mins) become bits 4-5.
+      const __m128i packed = bytes(j + 4);
+      sc = _mm_or_si128(_mm_and_si128(packed, low4),
+                        _mm_and_si128(_mm_srli_epi16(bytes(j - 4), 2), bits45));
+      mn = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(packed, 4), low4),
+                        _mm_and_si128(_mm_srli_epi16(bytes(j), 2), bits45));
+    }
+    out->scale[j] = _mm512_cvtepu8_epi32(sc);
+    const __m512i m = _mm512_cvtepu8_epi32(mn);
+    out->min_pair[j] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+  }
+}
+
+// Activation rows per Q4_K tile: 16 weight vectors, NA sums and NA accumulators, two chains.
+constexpr int kQ4kActRows = 4;
+
+template <int NA>
+void q4k_tile(const Tile& t, size_t prefetch_bytes) {
+  constexpr size_t kBlockBytes = kGroupRows * sizeof(quant::BlockQ4_K);
+  const int64_t n_blocks = t.n_cols / quant::kQK_K;
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  const __m512 sign_bit = _mm512_set1_ps(-0.0f);
+  __m512 acc[NA];
+  for (int n = 0; n < NA; ++n) acc[n] = _mm512_setzero_ps();
+  Q4kScales sm;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* gb = t.w + b * kBlockBytes;
+    avx2::prefetch(gb + prefetch_bytes, kBlockBytes);
+    decode_q4k_scales(gb, &sm);
+    // The asm barrier keeps the decoded scales in memory: the loops below read them as memory
+    // operands (GCC would otherwise try to keep all 16 in registers next to the weights).
+    asm volatile("" ::: "memory");
+    const ActQ8K* a[NA];
+    __m512i isum[NA];
+    for (int n = 0; n < NA; ++n) {
+      a[n] = reinterpret_cast<const ActQ8K*>(t.a + n * t.a_stride) + b;
+      isum[n] = _mm512_setzero_si512();
+    }
+    const uint8_t* quants = gb + kGroupQ4kQuants;
+    for (int c = 0; c < 4; ++c) {
+      __m512i lo[8];
+      __m512i hi[8];
+      for (int q = 0; q < 8; ++q) {
+        const __m512i v = loadu512(quants + 64 * (8 * c + q));
+        lo[q] = _mm512_and_si512(v, low);
+        hi[q] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+      }
+      for (int n = 0; n < NA; ++n) {
+        const int8_t* qs = a[n]->qs + 64 * c;
+        __m512i dot_lo = _mm512_setzero_si512();
+        __m512i dot_hi = _mm512_setzero_si512();
+        for (int q = 0; q < 8; ++q) {
+          dot_lo = _mm512_dpbusd_epi32(dot_lo, lo[q], broadcast4(qs + 4 * q));
+          dot_hi = _mm512_dpbusd_epi32(dot_hi, hi[q], broadcast4(qs + 32 + 4 * q));
+        }
+        isum[n] = _mm512_add_epi32(isum[n], _mm512_mullo_epi32(dot_lo, sm.scale[2 * c]));
+        isum[n] = _mm512_add_epi32(isum[n], _mm512_mullo_epi32(dot_hi, sm.scale[2 * c + 1]));
+      }
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
+    const __m512 dmin = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + kGroupQ4kDmin)));
+    for (int n = 0; n < NA; ++n) {
+      __m512i summ = _mm512_setzero_si512();
+      for (int j = 0; j < 8; ++j) {
+        uint32_t pair;
+        std::memcpy(&pair, a[n]->bsums + 2 * j, 4);
+        summ = _mm512_dpwssd_epi32(summ, sm.min_pair[j], _mm512_set1_epi32(static_cast<int>(pair)));
+      }
+      const __m512 da = _mm512_set1_ps(a[n]->d);
+      const __m512 m = _mm512_xor_ps(
+          _mm512_mul_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(summ)), sign_bit);
+      acc[n] = _mm512_add_ps(acc[n],
+                             _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(isum[n]), m));
+    }
+  }
+  const __mmask16 mask = row_mask(t.n_w);
+  for (int n = 0; n < NA && n < t.n_a; ++n) _mm512_mask_storeu_ps(t.y + n * t.y_stride, mask, acc[n]);
+}
+
+void q4k_gemv(const Tile& t) { q4k_tile<1>(t, kGemvPrefetchBytes); }
+
+void q4k_gemm(const Tile& t) {
+  dispatch_tile<1, kQ4kActRows>(
+      t, [&t](auto, auto n) { q4k_tile<decltype(n)::value>(t, kGemmPrefetchBytes); });
+}
+
+constexpr Kernel q4_k{ActKind::kQ8K, kGroupRows, kGroupRows, kQ4kActRows, &q4k_gemv, &q4k_gemm};
+
 constexpr Kernel q4_0 = make<gguf::GgmlType::kQ4_0>();
 constexpr Kernel q5_0 = make<gguf::GgmlType::kQ5_0>();
 constexpr Kernel q8_0 = make<gguf::GgmlType::kQ8_0>();
@@ -153,6 +266,8 @@ const Kernel* find_grouped_avx512(gguf::GgmlType type) {
       return &q5_0;
     case gguf::GgmlType::kQ8_0:
       return &q8_0;
+    case gguf::GgmlType::kQ4_K:
+      return &q4_k;
     default:
       return nullptr;
   }

@@ -180,15 +180,17 @@ constexpr Kernel make(ActKind act) {
 template <DotFn kDot, gguf::GgmlType kType>
 void grouped_tile(const Tile& t) {
   constexpr size_t kBlock = grouped_type_block_bytes(kType);
+  constexpr int64_t kValues = grouped_type_block_values(kType);
+  constexpr size_t kActBlock = kValues == kQK ? sizeof(ActQ8) : sizeof(ActQ8K);
   uint8_t block[kBlock];
-  const int64_t n_blocks = t.n_cols / kQK;
+  const int64_t n_blocks = t.n_cols / kValues;
   for (int i = 0; i < t.n_a; ++i) {
     const uint8_t* a = t.a + i * t.a_stride;
     for (int r = 0; r < t.n_w; ++r) {
       float sum = 0.0f;
       for (int64_t b = 0; b < n_blocks; ++b) {
         get_row_block(kType, t.w + b * kGroupRows * kBlock, r, block);
-        sum += kDot(block, a + b * sizeof(ActQ8), kQK);
+        sum += kDot(block, a + b * kActBlock, kValues);
       }
       t.y[i * t.y_stride + r] = sum;
     }
@@ -197,7 +199,8 @@ void grouped_tile(const Tile& t) {
 
 template <DotFn kDot, gguf::GgmlType kType>
 constexpr Kernel make_grouped() {
-  return Kernel{ActKind::kQ8, kGroupRows, kGroupRows, 1, &grouped_tile<kDot, kType>,
+  constexpr ActKind act = grouped_type_block_values(kType) == kQK ? ActKind::kQ8 : ActKind::kQ8K;
+  return Kernel{act, kGroupRows, kGroupRows, 1, &grouped_tile<kDot, kType>,
                 &grouped_tile<kDot, kType>};
 }
 
@@ -217,6 +220,8 @@ constexpr Kernel kGroupedQ4_0 =
 constexpr Kernel kGroupedQ5_0 =
     make_grouped<&dot_legacy<quant::BlockQ5_0, 16, false>, gguf::GgmlType::kQ5_0>();
 constexpr Kernel kGroupedQ8_0 = make_grouped<&dot_q8_0, gguf::GgmlType::kQ8_0>();
+constexpr Kernel kGroupedQ4_K =
+    make_grouped<&dot_q45_k<quant::BlockQ4_K>, gguf::GgmlType::kQ4_K>();
 
 }  // namespace
 
@@ -258,6 +263,8 @@ const Kernel* find_grouped_scalar(gguf::GgmlType type) {
       return &kGroupedQ5_0;
     case gguf::GgmlType::kQ8_0:
       return &kGroupedQ8_0;
+    case gguf::GgmlType::kQ4_K:
+      return &kGroupedQ4_K;
     default:
       return nullptr;
   }

@@ -40,7 +40,8 @@ QuantMatrix group_rows(const QuantMatrix& w, void* dst, ThreadPool* pool) {
   const std::string type_name(gguf::ggml_type_name(w.type));
   if (!group_rows_supported(w.type)) invalid("type " + type_name + " has no row-group layout");
   if (w.layout != WeightLayout::kRows) invalid("the matrix is already in row groups");
-  if (w.n_rows < 0 || w.n_cols < 0 || w.n_cols % quant::kQK != 0) {
+  const int64_t block_values = detail::grouped_type_block_values(w.type);
+  if (w.n_rows < 0 || w.n_cols < 0 || w.n_cols % block_values != 0) {
     invalid("shape " + std::to_string(w.n_rows) + " x " + std::to_string(w.n_cols) +
             " is not whole " + type_name + " blocks");
   }
@@ -48,7 +49,7 @@ QuantMatrix group_rows(const QuantMatrix& w, void* dst, ThreadPool* pool) {
   if (w.row_bytes < row_bytes) invalid("row_bytes " + std::to_string(w.row_bytes) + " too small");
   if (w.n_rows > 0 && w.n_cols > 0 && (w.data == nullptr || dst == nullptr)) invalid("null data");
   const size_t block = detail::grouped_type_block_bytes(w.type);
-  const int64_t n_blocks = w.n_cols / quant::kQK;
+  const int64_t n_blocks = w.n_cols / block_values;
   const int64_t n_groups = (w.n_rows + kRowGroupRows - 1) / kRowGroupRows;
   const auto* src = static_cast<const uint8_t*>(w.data);
   auto* out = static_cast<uint8_t*>(dst);

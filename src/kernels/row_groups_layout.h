@@ -10,6 +10,10 @@
 //     Q4_0, Q5_0: 4 vectors; vector p holds row i's qs[4 * p + t], so its low nibbles are
 //                 values 4p..4p+3 and its high nibbles values 16+4p..16+4p+3;
 //     Q8_0:       8 vectors; vector j holds row i's qs[4 * j + t] (values 4j..4j+3).
+// Q4_K (super-blocks of 256, 16 * 144 bytes per group): [0, 32) the rows' f16 d, [32, 64) their
+// f16 dmin, [64, 256) the 12 packed scale/min bytes, byte k of row i at 64 + 16 * k + i, then 32
+// quant vectors, vector p holding row i's qs[4 * p + t]: for p = 8c + q its low nibbles are
+// values 4q..4q+3 of sub-block 2c, its high nibbles the same of sub-block 2c + 1.
 // One 64-byte load (and a nibble split) thus gives 4 consecutive values of all 16 rows, as
 // vpdpbusd takes them against 4 activation bytes broadcast to every lane.
 #pragma once
@@ -21,6 +25,7 @@
 #include "gguf/ggml_type.h"
 #include "kernels/row_groups.h"
 #include "quant/blocks.h"
+#include "quant/k_blocks.h"
 
 namespace llms::kernels::detail {
 
@@ -37,10 +42,22 @@ constexpr size_t grouped_type_block_bytes(gguf::GgmlType type) {
       return sizeof(quant::BlockQ5_0);
     case gguf::GgmlType::kQ8_0:
       return sizeof(quant::BlockQ8_0);
+    case gguf::GgmlType::kQ4_K:
+      return sizeof(quant::BlockQ4_K);
     default:
       return 0;
   }
 }
+
+// Values per block of a grouped type.
+constexpr int64_t grouped_type_block_values(gguf::GgmlType type) {
+  return type == gguf::GgmlType::kQ4_K ? quant::kQK_K : quant::kQK;
+}
+
+// Q4_K's offsets within a grouped super-block.
+inline constexpr size_t kGroupQ4kDmin = 2 * kGroupRows;
+inline constexpr size_t kGroupQ4kScales = 4 * kGroupRows;
+inline constexpr size_t kGroupQ4kQuants = kGroupQ4kScales + quant::kKScaleSize * kGroupRows;
 
 constexpr size_t grouped_quants_offset(gguf::GgmlType type) {
   return kGroupScaleBytes + (type == gguf::GgmlType::kQ5_0 ? kGroupMaskBytes : 0);
@@ -49,6 +66,14 @@ constexpr size_t grouped_quants_offset(gguf::GgmlType type) {
 // Writes row i's GGUF block `block` into the grouped block gb (the other rows' bytes are kept).
 inline void put_row_block(gguf::GgmlType type, const uint8_t* block, int i, uint8_t* gb) {
   std::memcpy(gb + 2 * i, block, 2);
+  if (type == gguf::GgmlType::kQ4_K) {
+    std::memcpy(gb + kGroupQ4kDmin + 2 * i, block + 2, 2);
+    for (size_t k = 0; k < quant::kKScaleSize; ++k) gb[kGroupQ4kScales + 16 * k + i] = block[4 + k];
+    for (int p = 0; p < 32; ++p) {
+      std::memcpy(gb + kGroupQ4kQuants + 64 * p + 4 * i, block + 4 + quant::kKScaleSize + 4 * p, 4);
+    }
+    return;
+  }
   uint8_t* quants = gb + grouped_quants_offset(type);
   if (type == gguf::GgmlType::kQ8_0) {
     for (int j = 0; j < 8; ++j) std::memcpy(quants + 64 * j + 4 * i, block + 2 + 4 * j, 4);
@@ -72,6 +97,14 @@ inline void put_row_block(gguf::GgmlType type, const uint8_t* block, int i, uint
 // Reads row i's GGUF block back out of the grouped block gb (the inverse of put_row_block).
 inline void get_row_block(gguf::GgmlType type, const uint8_t* gb, int i, uint8_t* block) {
   std::memcpy(block, gb + 2 * i, 2);
+  if (type == gguf::GgmlType::kQ4_K) {
+    std::memcpy(block + 2, gb + kGroupQ4kDmin + 2 * i, 2);
+    for (size_t k = 0; k < quant::kKScaleSize; ++k) block[4 + k] = gb[kGroupQ4kScales + 16 * k + i];
+    for (int p = 0; p < 32; ++p) {
+      std::memcpy(block + 4 + quant::kKScaleSize + 4 * p, gb + kGroupQ4kQuants + 64 * p + 4 * i, 4);
+    }
+    return;
+  }
   const uint8_t* quants = gb + grouped_quants_offset(type);
   if (type == gguf::GgmlType::kQ8_0) {
     for (int j = 0; j < 8; ++j) std::memcpy(block + 2 + 4 * j, quants + 64 * j + 4 * i, 4);

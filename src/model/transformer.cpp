@@ -53,7 +53,7 @@ Transformer::Transformer(const gguf::GgufFile& file, int n_threads, WeightMode m
 }
 
 // The matrices whose kernels run faster in 16-row groups on this CPU (kernels/row_groups.h:
-// Q4_0, Q5_0, Q8_0 on AVX-512) are repacked once here, with the same values. The embedding
+// Q4_0, Q5_0, Q8_0, Q4_K on AVX-512) are repacked once here, with the same values. The embedding
 // table stays in rows (a token's lookup reads its row), so a tied output gets its own copy.
 void Transformer::group_weight_rows() {
   const kernels::Isa isa = kernels::best_isa();

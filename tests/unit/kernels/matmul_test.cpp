@@ -504,7 +504,8 @@ TEST_P(MatmulRowGroups, EqualTheRowLayout) {
   const bool has_kernels = group_rows_pays(type, isa);
   ErrorPool scalar_pool;
   int n_cases = 0;
-  for (int64_t n_cols : {32, 96, 896}) {
+  const int64_t block = gguf::ggml_type_info(type).block_size;
+  for (int64_t n_cols : {block, 3 * block, 28 * block}) {
     for (int64_t n_rows : {1, 15, 16, 17, 45, 48}) {
       auto rng = rng_for(static_cast<uint64_t>(type) * 131 + static_cast<uint64_t>(n_cols) * 7 +
                          static_cast<uint64_t>(n_rows));
@@ -532,12 +533,14 @@ TEST_P(MatmulRowGroups, EqualTheRowLayout) {
   EXPECT_EQ(n_cases, 3 * 6 * 5);
 }
 
-// matmul_many over grouped q/k/v-like targets gives each target what matmul gives it.
+// matmul_many over grouped q/k/v-like targets, plus one in the row layout (whose GEMM may read
+// interleaved activation groups where the grouped kernels read rows), gives each target what
+// matmul gives it.
 TEST_P(MatmulRowGroups, FusedTargetsEqualSingleCalls) {
   const auto [type, isa] = GetParam();
   LLMS_SKIP_UNLESS_ISA(isa);
   auto rng = rng_for(static_cast<uint64_t>(type) * 977);
-  const int64_t n_cols = 128;
+  const int64_t n_cols = 4 * gguf::ggml_type_info(type).block_size;
   std::vector<Weights> weights;
   std::vector<std::vector<uint8_t>> stores;
   std::vector<QuantMatrix> grouped;
@@ -546,19 +549,20 @@ TEST_P(MatmulRowGroups, FusedTargetsEqualSingleCalls) {
     stores.emplace_back(grouped_bytes(weights.back().matrix));
     grouped.push_back(group_rows(weights.back().matrix, stores.back().data()));
   }
+  grouped.push_back(weights[0].matrix);
   ThreadPool pool(2);
   MatmulScratch scratch;
   for (int64_t m : {1, 5}) {
     const std::vector<float> x = gaussian(rng, static_cast<size_t>(m * n_cols));
-    std::vector<std::vector<float>> fused(3), single(3);
+    std::vector<std::vector<float>> fused(4), single(4);
     std::vector<MatmulTarget> targets;
-    for (size_t j = 0; j < 3; ++j) {
+    for (size_t j = 0; j < 4; ++j) {
       fused[j].assign(static_cast<size_t>(m * grouped[j].n_rows), 0.0f);
       single[j] = fused[j];
       targets.push_back({grouped[j], fused[j].data(), grouped[j].n_rows});
     }
     matmul_many(targets, x.data(), m, n_cols, pool, scratch, isa);
-    for (size_t j = 0; j < 3; ++j) {
+    for (size_t j = 0; j < 4; ++j) {
       matmul(grouped[j], x.data(), m, n_cols, single[j].data(), grouped[j].n_rows, pool, scratch,
              isa);
       EXPECT_EQ(fused[j], single[j]) << "target " << j << ", m " << m;
@@ -568,16 +572,17 @@ TEST_P(MatmulRowGroups, FusedTargetsEqualSingleCalls) {
 
 INSTANTIATE_TEST_SUITE_P(
     GroupedTypes, MatmulRowGroups,
-    ::testing::Combine(::testing::Values(GgmlType::kQ4_0, GgmlType::kQ5_0, GgmlType::kQ8_0),
+    ::testing::Combine(::testing::Values(GgmlType::kQ4_0, GgmlType::kQ5_0, GgmlType::kQ8_0,
+                                         GgmlType::kQ4_K),
                        ::testing::ValuesIn(testing::all_isas())),
     type_isa_case_name);
 
 TEST(MatmulRowGroups, RefusesWhatHasNoLayout) {
   auto rng = rng_for(11);
-  const Weights k = make_weights(GgmlType::kQ4_K, 16, 256, 0, rng);
+  const Weights k = make_weights(GgmlType::kQ6_K, 16, 256, 0, rng);
   std::vector<uint8_t> store(16 * 256 * 4);
-  EXPECT_FALSE(group_rows_supported(GgmlType::kQ4_K));
-  EXPECT_FALSE(group_rows_pays(GgmlType::kQ4_K, Isa::kAvx512));
+  EXPECT_FALSE(group_rows_supported(GgmlType::kQ6_K));
+  EXPECT_FALSE(group_rows_pays(GgmlType::kQ6_K, Isa::kAvx512));
   EXPECT_FALSE(group_rows_pays(GgmlType::kQ5_0, Isa::kAvx2));
   EXPECT_EQ(group_rows_pays(GgmlType::kQ5_0, Isa::kAvx512), isa_supported(Isa::kAvx512));
   EXPECT_THROW(group_rows(k.matrix, store.data()), Error);

@@ -33,7 +33,7 @@
 namespace llms::kernels {
 
 // How a matrix's blocks are laid out: kRows as in the GGUF file (above), kRowGroups16 repacked
-// into groups of 16 interleaved rows (kernels/row_groups.h; Q4_0, Q5_0, Q8_0 only).
+// into groups of 16 interleaved rows (kernels/row_groups.h; Q4_0, Q5_0, Q8_0, Q4_K only).
 enum class WeightLayout { kRows, kRowGroups16 };
 
 struct QuantMatrix {

@@ -1,5 +1,5 @@
 // kernels/row_groups: weight matrices repacked once (at model load) into groups of 16 rows, the
-// layout of the AVX-512 VNNI kernels for Q4_0, Q5_0 and Q8_0.
+// layout of the AVX-512 VNNI kernels for Q4_0, Q5_0, Q8_0 and Q4_K.
 //
 // Why: in the row layout a kernel must shuffle each weight block into 4-byte groups and
 // broadcast them against the activations; with 16 rows interleaved, one 64-byte load (plus the
@@ -12,12 +12,13 @@
 //     with zero rows; group g starts at data + 16 * g * row_bytes, where row_bytes is exactly the
 //     bytes of n_cols values of the type (no row padding), so a group is the same bytes as its 16
 //     rows were. Within a group the blocks of 32 columns follow one another; block b is
-//     16 * sizeof(block) bytes: the 16 rows' f16 scales, then for Q5_0 eight 64-bit masks of
-//     fifth bits, then the quants (the byte layout is in row_groups_layout.h).
+//     16 * sizeof(block) bytes: the 16 rows' f16 scales (Q4_K: d, dmin and the packed 6-bit
+//     scales, byte-interleaved), then for Q5_0 eight 64-bit masks of fifth bits, then the quants
+//     (the byte layout is in row_groups_layout.h).
 //   - matmul on a grouped matrix gives bit for bit what it gives on the row layout with the same
 //     Isa's kernels where that Isa has grouped kernels (AVX-512), and the scalar reference's
 //     values otherwise (every kernel computes the same integers and f32 expression per block).
-//   - group_rows_supported(type): Q4_0, Q5_0 and Q8_0. group_rows_pays(type, isa): whether isa
+//   - group_rows_supported(type): Q4_0, Q5_0, Q8_0 and Q4_K. group_rows_pays(type, isa): whether isa
 //     has grouped kernels for type (the caller repacks only then).
 //   - group_rows writes the grouped copy of w (layout kRows, any row_bytes) into dst, which
 //     must hold grouped_bytes(w) bytes, and returns the matrix that reads it. It throws
