@@ -1,5 +1,5 @@
-// kernels/matmul_grouped_avx512: VNNI GEMV and GEMM tiles for Q4_0, Q5_0, Q8_0 and Q4_K matrices in
-// 16-row groups (WeightLayout::kRowGroups16; bytes in row_groups_layout.h).
+// kernels/matmul_grouped_avx512: VNNI GEMV and GEMM tiles for Q4_0, Q5_0, Q8_0 and Q4_K
+// matrices in 16-row groups (WeightLayout::kRowGroups16; bytes in row_groups_layout.h).
 //
 // One zmm holds 4 consecutive weights of each of the group's 16 rows (unsigned: Q4_0/Q5_0 as
 // stored, Q8_0 as w + 128), and vpdpbusd against 4 activation bytes broadcast from memory adds
@@ -28,8 +28,9 @@ using avx512::loadu512;
 template <gguf::GgmlType kType>
 struct Grouped {
   static constexpr size_t kBlockBytes = kGroupRows * grouped_type_block_bytes(kType);
-  static constexpr int kOffsetShift =
-      kType == gguf::GgmlType::kQ4_0 ? 3 : kType == gguf::GgmlType::kQ5_0 ? 4 : 7;
+  static constexpr int kOffsetShift = kType == gguf::GgmlType::kQ4_0   ? 3
+                                      : kType == gguf::GgmlType::kQ5_0 ? 4
+                                                                       : 7;
 
   static void unpack(const uint8_t* gb, __m512i (&v)[8]) {
     const uint8_t* quants = gb + grouped_quants_offset(kType);
@@ -125,13 +126,14 @@ void gemm_tile(const Tile& t) {
     }
   }
   const __mmask16 mask = row_mask(t.n_w);
-  for (int n = 0; n < NA && n < t.n_a; ++n) _mm512_mask_storeu_ps(t.y + n * t.y_stride, mask, acc[n]);
+  for (int n = 0; n < NA && n < t.n_a; ++n)
+    _mm512_mask_storeu_ps(t.y + n * t.y_stride, mask, acc[n]);
 }
 
 template <gguf::GgmlType kType>
 void gemm(const Tile& t) {
-  dispatch_tile<1, kGemmActRows>(
-      t, [&t](auto, auto n) { gemm_tile<kType, decltype(n)::value>(t); });
+  dispatch_tile<1, kGemmActRows>(t,
+                                 [&t](auto, auto n) { gemm_tile<kType, decltype(n)::value>(t); });
 }
 
 template <gguf::GgmlType kType>
@@ -223,8 +225,8 @@ void q4k_tile(const Tile& t, size_t prefetch_bytes) {
       }
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
-    const __m512 dmin = _mm512_cvtph_ps(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + kGroupQ4kDmin)));
+    const __m512 dmin =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + kGroupQ4kDmin)));
     for (int n = 0; n < NA; ++n) {
       __m512i summ = _mm512_setzero_si512();
       for (int j = 0; j < 8; ++j) {
@@ -233,14 +235,15 @@ void q4k_tile(const Tile& t, size_t prefetch_bytes) {
         summ = _mm512_dpwssd_epi32(summ, sm.min_pair[j], _mm512_set1_epi32(static_cast<int>(pair)));
       }
       const __m512 da = _mm512_set1_ps(a[n]->d);
-      const __m512 m = _mm512_xor_ps(
-          _mm512_mul_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(summ)), sign_bit);
+      const __m512 m =
+          _mm512_xor_ps(_mm512_mul_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(summ)), sign_bit);
       acc[n] = _mm512_add_ps(acc[n],
                              _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(isum[n]), m));
     }
   }
   const __mmask16 mask = row_mask(t.n_w);
-  for (int n = 0; n < NA && n < t.n_a; ++n) _mm512_mask_storeu_ps(t.y + n * t.y_stride, mask, acc[n]);
+  for (int n = 0; n < NA && n < t.n_a; ++n)
+    _mm512_mask_storeu_ps(t.y + n * t.y_stride, mask, acc[n]);
 }
 
 void q4k_gemv(const Tile& t) { q4k_tile<1>(t, kGemvPrefetchBytes); }

@@ -13,8 +13,8 @@
 
 #include "matmul_kernels.h"
 #include "quant/float_convert.h"
-#include "row_groups_layout.h"
 #include "quant/k_blocks.h"
+#include "row_groups_layout.h"
 
 namespace llms::kernels::detail {
 namespace {
@@ -200,8 +200,8 @@ void grouped_tile(const Tile& t) {
 template <DotFn kDot, gguf::GgmlType kType>
 constexpr Kernel make_grouped() {
   constexpr ActKind act = grouped_type_block_values(kType) == kQK ? ActKind::kQ8 : ActKind::kQ8K;
-  return Kernel{act, kGroupRows, kGroupRows, 1, &grouped_tile<kDot, kType>,
-                &grouped_tile<kDot, kType>};
+  return Kernel{
+      act, kGroupRows, kGroupRows, 1, &grouped_tile<kDot, kType>, &grouped_tile<kDot, kType>};
 }
 
 constexpr Kernel kQ4_0 = make<&dot_legacy<quant::BlockQ4_0, 8, false>>(ActKind::kQ8);
@@ -220,8 +220,7 @@ constexpr Kernel kGroupedQ4_0 =
 constexpr Kernel kGroupedQ5_0 =
     make_grouped<&dot_legacy<quant::BlockQ5_0, 16, false>, gguf::GgmlType::kQ5_0>();
 constexpr Kernel kGroupedQ8_0 = make_grouped<&dot_q8_0, gguf::GgmlType::kQ8_0>();
-constexpr Kernel kGroupedQ4_K =
-    make_grouped<&dot_q45_k<quant::BlockQ4_K>, gguf::GgmlType::kQ4_K>();
+constexpr Kernel kGroupedQ4_K = make_grouped<&dot_q45_k<quant::BlockQ4_K>, gguf::GgmlType::kQ4_K>();
 
 }  // namespace
 

@@ -17,7 +17,8 @@ namespace {
 }
 
 size_t exact_row_bytes(const QuantMatrix& w) {
-  const auto row = gguf::ggml_row_bytes(w.type, static_cast<uint64_t>(std::max<int64_t>(0, w.n_cols)));
+  const auto row =
+      gguf::ggml_row_bytes(w.type, static_cast<uint64_t>(std::max<int64_t>(0, w.n_cols)));
   return row ? static_cast<size_t>(*row) : 0;
 }
 

@@ -322,7 +322,8 @@ TEST_P(MatmulConformance, ShortAndLongRowsEqualGemmAndScalar) {
       // f32 summation error grows like the square root of the blocks summed: the bound of the
       // other tests (rows of ~10-30 blocks) scaled to these rows (Q4_1/Q5_1 rows of 539 blocks
       // measured up to 2.2e-6 against 2e-6).
-      const double bound = kSimdBound * std::max(1.0, std::sqrt(static_cast<double>(n_blocks) / 32));
+      const double bound =
+          kSimdBound * std::max(1.0, std::sqrt(static_cast<double>(n_blocks) / 32));
       const std::vector<float> scalar = run_matmul(w.matrix, x, m, n_cols, Isa::kScalar, 1);
       EXPECT_LE(normalized_error(gemm, scalar), bound);
     }
@@ -570,12 +571,11 @@ TEST_P(MatmulRowGroups, FusedTargetsEqualSingleCalls) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    GroupedTypes, MatmulRowGroups,
-    ::testing::Combine(::testing::Values(GgmlType::kQ4_0, GgmlType::kQ5_0, GgmlType::kQ8_0,
-                                         GgmlType::kQ4_K),
-                       ::testing::ValuesIn(testing::all_isas())),
-    type_isa_case_name);
+INSTANTIATE_TEST_SUITE_P(GroupedTypes, MatmulRowGroups,
+                         ::testing::Combine(::testing::Values(GgmlType::kQ4_0, GgmlType::kQ5_0,
+                                                              GgmlType::kQ8_0, GgmlType::kQ4_K),
+                                            ::testing::ValuesIn(testing::all_isas())),
+                         type_isa_case_name);
 
 TEST(MatmulRowGroups, RefusesWhatHasNoLayout) {
   auto rng = rng_for(11);

@@ -18,8 +18,8 @@
 //   - matmul on a grouped matrix gives bit for bit what it gives on the row layout with the same
 //     Isa's kernels where that Isa has grouped kernels (AVX-512), and the scalar reference's
 //     values otherwise (every kernel computes the same integers and f32 expression per block).
-//   - group_rows_supported(type): Q4_0, Q5_0, Q8_0 and Q4_K. group_rows_pays(type, isa): whether isa
-//     has grouped kernels for type (the caller repacks only then).
+//   - group_rows_supported(type): Q4_0, Q5_0, Q8_0 and Q4_K. group_rows_pays(type, isa):
+//     whether isa has grouped kernels for type (the caller repacks only then).
 //   - group_rows writes the grouped copy of w (layout kRows, any row_bytes) into dst, which
 //     must hold grouped_bytes(w) bytes, and returns the matrix that reads it. It throws
 //     llms::Error(kInvalidArgument) for a type without the layout, a matrix already grouped or a
