@@ -178,8 +178,8 @@ inline void decode_q4k_scales(const uint8_t* gb, Q4kScales* out) {
   }
 }
 
-// Activation rows per Q4_K tile: 16 weight vectors, NA sums and NA accumulators, two chains.
-constexpr int kQ4kActRows = 4;
+// Activation rows per Q4_K tile: 8 weight vectors, NA sums and NA accumulators, two chains.
+constexpr int kQ4kActRows = 8;
 
 template <int NA>
 void q4k_tile(const Tile& t, size_t prefetch_bytes) {
@@ -204,24 +204,24 @@ void q4k_tile(const Tile& t, size_t prefetch_bytes) {
       isum[n] = _mm512_setzero_si512();
     }
     const uint8_t* quants = gb + kGroupQ4kQuants;
-    for (int c = 0; c < 4; ++c) {
-      __m512i lo[8];
-      __m512i hi[8];
+    // Sub-block j = 2c + h: the low (h = 0) or high (h = 1) nibbles of vectors 8c..8c+7.
+    for (int j = 0; j < 8; ++j) {
+      const int c = j / 2;
+      __m512i v[8];
       for (int q = 0; q < 8; ++q) {
-        const __m512i v = loadu512(quants + 64 * (8 * c + q));
-        lo[q] = _mm512_and_si512(v, low);
-        hi[q] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+        const __m512i x = loadu512(quants + 64 * (8 * c + q));
+        v[q] = _mm512_and_si512(j % 2 == 0 ? x : _mm512_srli_epi16(x, 4), low);
       }
       for (int n = 0; n < NA; ++n) {
-        const int8_t* qs = a[n]->qs + 64 * c;
-        __m512i dot_lo = _mm512_setzero_si512();
-        __m512i dot_hi = _mm512_setzero_si512();
-        for (int q = 0; q < 8; ++q) {
-          dot_lo = _mm512_dpbusd_epi32(dot_lo, lo[q], broadcast4(qs + 4 * q));
-          dot_hi = _mm512_dpbusd_epi32(dot_hi, hi[q], broadcast4(qs + 32 + 4 * q));
+        const int8_t* qs = a[n]->qs + 32 * j;
+        __m512i even = _mm512_setzero_si512();
+        __m512i odd = _mm512_setzero_si512();
+        for (int q = 0; q < 8; q += 2) {
+          even = _mm512_dpbusd_epi32(even, v[q], broadcast4(qs + 4 * q));
+          odd = _mm512_dpbusd_epi32(odd, v[q + 1], broadcast4(qs + 4 * q + 4));
         }
-        isum[n] = _mm512_add_epi32(isum[n], _mm512_mullo_epi32(dot_lo, sm.scale[2 * c]));
-        isum[n] = _mm512_add_epi32(isum[n], _mm512_mullo_epi32(dot_hi, sm.scale[2 * c + 1]));
+        isum[n] = _mm512_add_epi32(
+            isum[n], _mm512_mullo_epi32(_mm512_add_epi32(even, odd), sm.scale[j]));
       }
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
