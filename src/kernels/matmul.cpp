@@ -158,8 +158,7 @@ void validate(const QuantMatrix& w, const float* x, int64_t m, int64_t x_stride,
     invalid("y_stride " + std::to_string(y_stride) + " < n_rows " + std::to_string(w.n_rows));
   }
   // A row-group matrix spans whole groups of 16 rows (the last one padded).
-  const int64_t last_row =
-      grouped ? (w.n_rows + kRowGroupRows - 1) / kRowGroupRows * kRowGroupRows - 1 : w.n_rows - 1;
+  const int64_t last_row = grouped ? (w.n_rows - 1) | (kRowGroupRows - 1) : w.n_rows - 1;
   const auto span = checked_mul(static_cast<uint64_t>(last_row), w.row_bytes);
   const auto x_span = checked_mul(static_cast<uint64_t>(m), static_cast<uint64_t>(x_stride));
   const auto y_span = checked_mul(static_cast<uint64_t>(m), static_cast<uint64_t>(y_stride));

@@ -144,8 +144,9 @@ constexpr Kernel make() {
 // Q4_K. Per super-block of a group: the 16 rows' 6-bit scales and mins are decoded once (16
 // lanes at a time from the byte-per-row scale vectors) into a stack array, as int32 scales for
 // vpmulld and as (min, min) int16 pairs for vpdpwssd against an activation row's pair of
-// 16-value sums; then per pair of sub-blocks 16 weight vectors (low and high nibbles of 8 loads)
-// serve every activation row of the tile. Integers and the f32 step, acc + fma(d * da, sumi,
+// 16-value sums; then per sub-block 8 weight vectors (the low or high nibbles of 8 loads, each
+// load made twice: 16 live vectors left too few registers for 8 activation rows) serve every
+// activation row of the tile. Integers and the f32 step, acc + fma(d * da, sumi,
 // -((dmin * da) * summ)), are the row kernels'.
 struct Q4kScales {
   __m512i scale[8];     // sub-block j's scale, one int32 lane per row

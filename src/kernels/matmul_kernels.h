@@ -126,8 +126,9 @@ const Kernel* find_kernel_avx2(gguf::GgmlType type);
 const Kernel* find_kernel_avx512(gguf::GgmlType type);
 
 // Kernels for matrices in 16-row groups (WeightLayout::kRowGroups16, row_groups_layout.h):
-// tiles of kGroupRows weight rows starting at a group, ActQ8 rows (ActKind::kQ8) for the GEMV
-// and the GEMM alike. The scalar table has every grouped type; nullptr otherwise.
+// tiles of kGroupRows weight rows starting at a group, activation rows (ActKind::kQ8, kQ8K for
+// Q4_K) for the GEMV and the GEMM alike. The scalar table has every grouped type; nullptr
+// otherwise.
 const Kernel* find_grouped_scalar(gguf::GgmlType type);
 const Kernel* find_grouped_avx512(gguf::GgmlType type);
 

@@ -7,6 +7,7 @@
 
 #include "matmul_kernels.h"
 #include "row_groups_layout.h"
+#include "util/checked_math.h"
 #include "util/error.h"
 
 namespace llms::kernels {
@@ -33,8 +34,12 @@ bool group_rows_pays(gguf::GgmlType type, Isa isa) {
 }
 
 size_t grouped_bytes(const QuantMatrix& w) {
-  const int64_t groups = (std::max<int64_t>(0, w.n_rows) + kRowGroupRows - 1) / kRowGroupRows;
-  return static_cast<size_t>(groups) * kRowGroupRows * exact_row_bytes(w);
+  if (w.n_rows <= 0) return 0;
+  const auto rows = static_cast<uint64_t>((w.n_rows - 1) | (kRowGroupRows - 1)) + 1;
+  const auto bytes = checked_mul(rows, exact_row_bytes(w));
+  if (!bytes || *bytes > (uint64_t{1} << 60))
+    invalid("the grouped copy overflows the address space");
+  return static_cast<size_t>(*bytes);
 }
 
 QuantMatrix group_rows(const QuantMatrix& w, void* dst, ThreadPool* pool) {

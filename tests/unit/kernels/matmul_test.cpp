@@ -514,7 +514,7 @@ TEST_P(MatmulRowGroups, EqualTheRowLayout) {
       std::vector<uint8_t> store(grouped_bytes(w.matrix) + 1);
       const QuantMatrix grouped = group_rows(w.matrix, store.data() + 1);
       ASSERT_EQ(grouped.layout, WeightLayout::kRowGroups16);
-      for (int64_t m : {1, 3, 8, 9, 20}) {
+      for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 20}) {
         SCOPED_TRACE("n_cols " + std::to_string(n_cols) + ", n_rows " + std::to_string(n_rows) +
                      ", m " + std::to_string(m));
         const int64_t x_stride = n_cols + (m % 2 == 1 ? 3 : 0);
@@ -531,7 +531,7 @@ TEST_P(MatmulRowGroups, EqualTheRowLayout) {
   }
   // Pooled: one short dot can land near zero by chance (as in MatchesReferenceOnOddShapes).
   EXPECT_LE(scalar_pool.ratio(), kSimdBound);
-  EXPECT_EQ(n_cases, 3 * 6 * 5);
+  EXPECT_EQ(n_cases, 3 * 6 * 10);
 }
 
 // matmul_many over grouped q/k/v-like targets, plus one in the row layout (whose GEMM may read
@@ -545,7 +545,7 @@ TEST_P(MatmulRowGroups, FusedTargetsEqualSingleCalls) {
   std::vector<Weights> weights;
   std::vector<std::vector<uint8_t>> stores;
   std::vector<QuantMatrix> grouped;
-  for (int64_t n_rows : {64, 16, 17}) {
+  for (int64_t n_rows : {64, 32, 33}) {
     weights.push_back(make_weights(type, n_rows, n_cols, 0, rng));
     stores.emplace_back(grouped_bytes(weights.back().matrix));
     grouped.push_back(group_rows(weights.back().matrix, stores.back().data()));

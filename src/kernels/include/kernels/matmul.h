@@ -1,9 +1,10 @@
 // kernels/matmul: y = x W^T for a weight matrix kept in its GGUF block format.
 //
 // Contract:
-//   - W has n_rows rows of n_cols values; row r starts at data + r * row_bytes and is stored as
-//     whole blocks of `type` (a GGUF tensor with ne[0] = n_cols, ne[1] = n_rows). Blocks need
-//     no alignment.
+//   - W has n_rows rows of n_cols values; in the row layout (WeightLayout::kRows) row r starts
+//     at data + r * row_bytes and is stored as whole blocks of `type` (a GGUF tensor with ne[0] =
+//     n_cols, ne[1] = n_rows); kRowGroups16 is described in kernels/row_groups.h. Blocks need no
+//     alignment.
 //   - matmul computes y[i * y_stride + r] = sum_c W[r][c] * x[i * x_stride + c] for i < m and
 //     r < n_rows, over the whole of y's rows (other entries of y are not touched).
 //   - For the quantized types the activations are first quantized (once per call, into the
@@ -90,7 +91,8 @@ inline constexpr size_t kMaxFusedTargets = 8;
 
 // Several matrices with the same n_cols against the same activations (a layer's q/k/v, or its
 // gate and up projections): every target gets exactly the values matmul would give it. When
-// all the matrices' kernels read the same activation form, the activations are quantized once
+// all the matrices' kernels read the same activation form (up to the interleaving some GEMMs
+// read, prepared once next to the rows), the activations are quantized once
 // and the row tiles of all the matrices are shared out in one pass over the pool, so the call
 // costs one wait for the threads instead of one per matrix; otherwise it is one matmul per
 // target. Targets whose n_cols differ from target 0's are refused (llms::Error naming the

@@ -16,8 +16,10 @@
 //     scales, byte-interleaved), then for Q5_0 eight 64-bit masks of fifth bits, then the quants
 //     (the byte layout is in row_groups_layout.h).
 //   - matmul on a grouped matrix gives bit for bit what it gives on the row layout with the same
-//     Isa's kernels where that Isa has grouped kernels (AVX-512), and the scalar reference's
-//     values otherwise (every kernel computes the same integers and f32 expression per block).
+//     Isa's kernels where that Isa has grouped kernels (AVX-512: the same integers and the same
+//     f32 expression per block); other Isas read it through a scalar tile that agrees with the
+//     scalar reference to f32 rounding (the same integers, its per-block sums added one by one).
+//   - grouped_bytes throws llms::Error(kInvalidArgument) when the size overflows.
 //   - group_rows_supported(type): Q4_0, Q5_0, Q8_0 and Q4_K. group_rows_pays(type, isa):
 //     whether isa has grouped kernels for type (the caller repacks only then).
 //   - group_rows writes the grouped copy of w (layout kRows, any row_bytes) into dst, which

@@ -33,7 +33,8 @@ enum class WeightMode { kInPlace, kDequantizedF32 };
 
 class Transformer {
  public:
-  // `file` must outlive the Transformer (weights are views into its mmap).
+  // `file` must outlive the Transformer (weights are views into its mmap, except the matrices
+  // repacked into row groups at load, which it owns: kernels/row_groups.h).
   Transformer(const gguf::GgufFile& file, int n_threads, WeightMode mode = WeightMode::kInPlace);
   ~Transformer();
   Transformer(const Transformer&) = delete;
