@@ -398,12 +398,14 @@ void matmul_many(std::span<const MatmulTarget> targets, const float* x, int64_t 
   Plan plans[kMaxFusedTargets];
   int64_t first_tile[kMaxFusedTargets + 1] = {0};
   bool fusable = n_cols > 0 && n <= kMaxFusedTargets;
-  ActKind act_kind = ActKind::kF32;
+  ActKind act_kind = ActKind::kF32;  // the form to prepare: target 0's, or an interleaved one
   bool enough_rows = true;
   for (size_t j = 0; fusable && j < n; ++j) {
     plans[j] = make_plan(targets[j].w, targets[j].y, targets[j].y_stride, m, isa);
     fusable = row_form(plans[j].kernel->act) == row_form(plans[0].kernel->act);
-    if (Activations::is_interleaved_kind(plans[j].kernel->act)) act_kind = plans[j].kernel->act;
+    if (j == 0 || Activations::is_interleaved_kind(plans[j].kernel->act)) {
+      act_kind = plans[j].kernel->act;
+    }
     first_tile[j + 1] = first_tile[j] + plans[j].n_row_tiles;
     enough_rows = enough_rows && plans[j].n_row_tiles >= pool.size();
   }
@@ -413,7 +415,6 @@ void matmul_many(std::span<const MatmulTarget> targets, const float* x, int64_t 
     }
     return;
   }
-  if (!Activations::is_interleaved_kind(act_kind)) act_kind = plans[0].kernel->act;
   const Activations act = prepare_activations(act_kind, n_cols, x, m, x_stride, pool, scratch, isa);
   if (m > 1 && !enough_rows) {  // a small matrix: split each over activation rows instead
     for (size_t j = 0; j < n; ++j) {
