@@ -25,6 +25,16 @@ namespace {
 constexpr int32_t kTileRows = 32;  // query rows per tile (positions x group heads), about
 constexpr int32_t kMaxKeys = 64;   // keys per kernel call
 
+// Blocks of one sequence lie anywhere in the pool, so the hardware prefetchers, which follow
+// one stream within a page, start cold on every block: decode at 32 sequences spent ~20 % of
+// its time in attention waiting for keys and values. The next block's lines are requested while
+// this one is computed (a 16-token block of 64-dim f32 heads is 4 KiB of keys and 4 KiB of
+// values; the kernel spends ~1-2k cycles on it with a group of query heads).
+inline void prefetch_to_l2(const float* p, size_t bytes) {
+  const char* c = reinterpret_cast<const char*>(p);
+  for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off, 0, 2);
+}
+
 }  // namespace
 
 void PagedAttention::reserve(const ModelConfig& config, int n_threads, int32_t max_tokens) {
@@ -162,10 +172,16 @@ void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv:
   t.n_rows = n_rows;
   t.head_dim_k = hdk;
   t.head_dim_v = hdv;
-  for (int64_t b = tile_lo / bs; b * bs < tile_hi; ++b) {
+  const int64_t b_end = (tile_hi + bs - 1) / bs;
+  for (int64_t b = tile_lo / bs; b < b_end; ++b) {
     const kv::BlockId block = seq.block_table[b];
     const float* kb = kv.key(layer, block, tile.kv_head);
     const float* vb = kv.value(layer, block, tile.kv_head);
+    if (b + 1 < b_end) {
+      const kv::BlockId next = seq.block_table[b + 1];
+      prefetch_to_l2(kv.key(layer, next, tile.kv_head), bs * hdk * sizeof(float));
+      prefetch_to_l2(kv.value(layer, next, tile.kv_head), bs * hdv * sizeof(float));
+    }
     for (int32_t sub = 0; sub < bs; sub += kMaxKeys) {
       const int64_t first = b * bs + sub;  // position of the sub-block's key 0
       const int32_t n_keys = std::min(kMaxKeys, bs - sub);

@@ -23,12 +23,11 @@ KvStorage::KvStorage(const ModelConfig& config, int32_t block_size, int32_t n_bl
   }
   n_key_floats_ = rows * head_dim_k_;
   n_value_floats_ = rows * head_dim_v_;
-  keys_.reset(static_cast<float*>(std::calloc(std::max<size_t>(n_key_floats_, 1), sizeof(float))));
-  values_.reset(
-      static_cast<float*>(std::calloc(std::max<size_t>(n_value_floats_, 1), sizeof(float))));
-  if (!keys_ || !values_) {
-    throw Error(Error::Kind::kInvalidArgument,
-                "cannot reserve " + std::to_string(bytes()) + " bytes for the KV cache");
+  try {
+    keys_ = HugePageBuffer(n_key_floats_ * sizeof(float));
+    values_ = HugePageBuffer(n_value_floats_ * sizeof(float));
+  } catch (const Error& e) {
+    throw Error(Error::Kind::kInvalidArgument, std::string("KV cache: ") + e.what());
   }
 }
 

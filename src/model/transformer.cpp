@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "attention.h"
@@ -47,24 +48,57 @@ Transformer::Transformer(const gguf::GgufFile& file, int n_threads, WeightMode m
       for (auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) to_f32(*m);
     }
   } else {
-    group_weight_rows();
+    place_weights();
   }
   reserve(1, 1);
 }
 
-// The matrices whose kernels run faster in 16-row groups on this CPU (kernels/row_groups.h:
-// Q4_0, Q5_0, Q8_0, Q4_K on AVX-512) are repacked once here, with the same values. The embedding
-// table stays in rows (a token's lookup reads its row), so a tied output gets its own copy.
-void Transformer::group_weight_rows() {
+// Every matrix a decode step streams moves once into one arena on huge pages
+// (util/huge_page_buffer.h): with 4 KiB pages of the file's map each 4 KiB of a GEMV's stream
+// is a new TLB entry. Those whose kernels run faster in 16-row groups on this CPU
+// (kernels/row_groups.h: Q4_0, Q5_0, Q8_0, Q4_K on AVX-512) are repacked on the way, with the
+// same values; the others are copied as they are. The embedding table stays in the map (a
+// token's lookup reads one row), so a tied output gets its own copy.
+void Transformer::place_weights() {
   const kernels::Isa isa = kernels::best_isa();
-  auto regroup = [&](kernels::QuantMatrix& m) {
-    if (m.layout != kernels::WeightLayout::kRows || !kernels::group_rows_pays(m.type, isa)) return;
-    auto& store = grouped_weights_.emplace_back(kernels::grouped_bytes(m));
-    m = kernels::group_rows(m, store.data(), &pool_);
+  struct Move {
+    kernels::QuantMatrix* matrix;
+    bool group;
+    size_t bytes;
   };
-  regroup(weights_.output);
+  std::vector<Move> moves;
+  auto consider = [&](kernels::QuantMatrix& m) {
+    if (m.layout != kernels::WeightLayout::kRows || m.n_rows == 0) return;
+    if (kernels::group_rows_pays(m.type, isa)) {
+      moves.push_back({&m, true, kernels::grouped_bytes(m)});
+      return;
+    }
+    const auto row = gguf::ggml_row_bytes(m.type, static_cast<uint64_t>(m.n_cols));
+    if (!row) return;  // not whole blocks: the matmul refuses it with its own message
+    moves.push_back({&m, false, static_cast<size_t>(m.n_rows - 1) * m.row_bytes + *row});
+  };
+  consider(weights_.output);
   for (auto& l : weights_.layers) {
-    for (auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) regroup(*m);
+    for (auto* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) consider(*m);
+  }
+  constexpr size_t kAlign = 64;
+  auto padded = [](size_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
+  size_t total = 0;
+  for (const Move& mv : moves) total += padded(mv.bytes);
+  placed_weights_ = HugePageBuffer(total);
+  uint8_t* dst = placed_weights_.data();
+  for (const Move& mv : moves) {
+    kernels::QuantMatrix& m = *mv.matrix;
+    if (mv.group) {
+      m = kernels::group_rows(m, dst, &pool_);
+    } else {
+      const uint8_t* src = static_cast<const uint8_t*>(m.data);
+      pool_.parallel_for(static_cast<int64_t>(mv.bytes), [&](int64_t begin, int64_t end, int) {
+        std::memcpy(dst + begin, src + begin, static_cast<size_t>(end - begin));
+      });
+      m.data = dst;
+    }
+    dst += padded(mv.bytes);
   }
 }
 

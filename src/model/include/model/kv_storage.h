@@ -4,16 +4,16 @@
 // this class only holds the numbers. Per layer, blocks are laid out [block][kv_head][slot][dim],
 // so attention streams one head's keys contiguously and writing a token touches one slot per
 // head. Elements are f32 for now (a quantized cache will change the element type, not the
-// layout). Memory is reserved once, up front, and touched on first use.
+// layout). Memory is reserved once, up front, on huge pages (util/huge_page_buffer.h: attention
+// streams one 4 KiB head block after another from scattered blocks) and touched on first use.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <memory>
 #include <vector>
 
 #include "model/model_config.h"
+#include "util/huge_page_buffer.h"
 
 namespace llms::model {
 
@@ -33,10 +33,10 @@ class KvStorage {
 
   // Start of one head's block of keys/values: block_size rows of head_dim floats.
   float* key(size_t layer, int32_t block, uint64_t kv_head) {
-    return keys_.get() + offset(layer, block, kv_head, head_dim_k_);
+    return keys() + offset(layer, block, kv_head, head_dim_k_);
   }
   float* value(size_t layer, int32_t block, uint64_t kv_head) {
-    return values_.get() + offset(layer, block, kv_head, head_dim_v_);
+    return values() + offset(layer, block, kv_head, head_dim_v_);
   }
 
  private:
@@ -51,15 +51,14 @@ class KvStorage {
   uint64_t head_dim_v_;
   std::vector<uint64_t> n_kv_heads_;
   std::vector<size_t> layer_start_;  // in units of (slot x head) rows
-  // calloc'ed: a large pool costs no time or resident memory until blocks are first written
-  // (the kernel hands out zero pages lazily), so sizing the pool generously is cheap.
-  struct FreeDeleter {
-    void operator()(float* p) const { std::free(p); }
-  };
+  // Zero pages handed out lazily by the kernel: a large pool costs no time or resident memory
+  // until blocks are first written, so sizing the pool generously is cheap.
+  float* keys() { return reinterpret_cast<float*>(keys_.data()); }
+  float* values() { return reinterpret_cast<float*>(values_.data()); }
   size_t n_key_floats_ = 0;
   size_t n_value_floats_ = 0;
-  std::unique_ptr<float[], FreeDeleter> keys_;
-  std::unique_ptr<float[], FreeDeleter> values_;
+  HugePageBuffer keys_;
+  HugePageBuffer values_;
 };
 
 }  // namespace llms::model

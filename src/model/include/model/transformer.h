@@ -19,6 +19,7 @@
 #include "model/kv_storage.h"
 #include "model/model_config.h"
 #include "model/transformer_weights.h"
+#include "util/huge_page_buffer.h"
 #include "util/thread_pool.h"
 
 namespace llms::model {
@@ -63,7 +64,7 @@ class Transformer {
   void attention_block(size_t layer, const kv::StepBatch& batch, KvStorage& kv);
   void feed_forward_block(size_t layer, int32_t n_tokens);
   void matmul(const kernels::QuantMatrix& w, const float* x, int32_t m, float* y);
-  void group_weight_rows();
+  void place_weights();
   // fn(i) for every row i < n, on the pool when n >= kMinParallelRows (rows are independent).
   template <class F>
   void for_rows(int32_t n, F&& fn);
@@ -73,7 +74,7 @@ class Transformer {
   ArchitectureTraits traits_;
   TransformerWeights weights_;
   std::list<std::vector<float>> f32_weights_;  // only in WeightMode::kDequantizedF32
-  std::list<std::vector<uint8_t>> grouped_weights_;  // matrices repacked into 16-row groups
+  HugePageBuffer placed_weights_;  // the matrices decode streams (grouped or copied), one arena
   ThreadPool pool_;
   kernels::MatmulScratch scratch_;
   Buffers buf_;
