@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "engine_options.h"
 #include "gguf/gguf_file.h"
 #include "kernels/cpu_features.h"
 #include "kv/step_batch.h"
@@ -40,6 +41,7 @@ struct BenchModelOptions {
   int32_t n_gen = 128;
   int repetitions = 1;
   uint64_t bandwidth_bytes = 1ull << 30;
+  std::string kv_cache_dtype = "auto";
 };
 
 double seconds_since(Clock::time_point t) {
@@ -107,7 +109,8 @@ int bench_model(const BenchModelOptions& opts) {
   const int32_t block_size = 16;
   const int32_t n_total = opts.n_prompt + opts.n_gen;
   const int32_t n_blocks = (n_total + block_size - 1) / block_size;
-  model::KvStorage kv(model.config(), block_size, n_blocks);
+  const kv::KvCacheType kv_type = parse_kv_cache_dtype(opts.kv_cache_dtype);
+  model::KvStorage kv(model.config(), block_size, n_blocks, kv_type);
   std::vector<kv::BlockId> table(n_blocks);
   for (int32_t i = 0; i < n_blocks; ++i) table[i] = i;
   model.reserve(opts.n_prompt, 1);
@@ -150,6 +153,7 @@ int bench_model(const BenchModelOptions& opts) {
   r["model"] = path.filename().string();
   r["architecture"] = model.config().architecture;
   r["threads"] = threads;
+  r["kv_cache_dtype"] = std::string(kv::kv_cache_type_name(kv_type));
   r["isa"] = std::string(kernels::isa_name(kernels::best_isa()));
   r["prompt_tokens"] = opts.n_prompt;
   r["prompt_tokens_per_s"] = best_pp;
@@ -175,6 +179,8 @@ void add_bench_model_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--prompt", opts->n_prompt, "Prompt tokens (one prefill step)");
   cmd->add_option("--gen", opts->n_gen, "Generated tokens (one decode step each)");
   cmd->add_option("-r,--repetitions", opts->repetitions, "Repetitions; the best is reported");
+  cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype, kKvCacheDtypeHelp)
+      ->capture_default_str();
   cmd->add_option("--cache-dir", opts->cache_dir, "Cache root for registered models");
   cmd->callback([opts, &exit_code] { exit_code = bench_model(*opts); });
 }

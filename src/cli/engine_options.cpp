@@ -19,6 +19,7 @@ engine::EngineConfig EngineOptions::to_config() const {
     }
     c.kv_cache_memory = static_cast<int64_t>(*bytes);
   }
+  c.kv_cache_dtype = parse_kv_cache_dtype(kv_cache_dtype);
   c.kv_memory_fraction = kv_memory_fraction;
   c.enable_prefix_caching = enable_prefix_caching;
   c.n_threads = threads;
@@ -38,9 +39,19 @@ engine::EngineConfig EngineOptions::to_config() const {
   return c;
 }
 
+kv::KvCacheType parse_kv_cache_dtype(const std::string& name) {
+  if (name == "auto" || name == "f16" || name == "float16" || name == "half") {
+    return kv::KvCacheType::kF16;
+  }
+  if (name == "f32" || name == "float32" || name == "float") return kv::KvCacheType::kF32;
+  throw Error(Error::Kind::kInvalidArgument,
+              fmt::format("--kv-cache-dtype: '{}' is not auto, f16 or f32", name));
+}
+
 void add_engine_options(CLI::App& cmd, EngineOptions& o) {
   cmd.add_option("--block-size", o.block_size, "KV block size in tokens")->capture_default_str();
   cmd.add_option("--kv-cache-memory", o.kv_cache_memory, "KV pool size in bytes (e.g. 2GiB)");
+  cmd.add_option("--kv-cache-dtype", o.kv_cache_dtype, kKvCacheDtypeHelp)->capture_default_str();
   cmd.add_option("--kv-memory-fraction", o.kv_memory_fraction,
                  "Without --kv-cache-memory: this fraction of available memory")
       ->capture_default_str();

@@ -13,6 +13,7 @@ namespace llms::cli {
 struct EngineOptions {
   int32_t block_size = 16;
   std::string kv_cache_memory;  // bytes with an optional unit ("2GiB"); empty: a fraction
+  std::string kv_cache_dtype = "auto";
   double kv_memory_fraction = 0.25;
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;
@@ -27,6 +28,10 @@ struct EngineOptions {
 };
 
 void add_engine_options(CLI::App& cmd, EngineOptions& opts);
+
+// --kv-cache-dtype: auto (f16), f16 or f32. Throws llms::Error(kInvalidArgument) naming the flag.
+kv::KvCacheType parse_kv_cache_dtype(const std::string& name);
+inline constexpr const char* kKvCacheDtypeHelp = "KV cache element type: auto (f16), f16 or f32";
 
 // "KV cache: N blocks x 16 tokens = T tokens (B); up to S sequences at L tokens, S2 at 2k".
 void print_kv_pool(const engine::Engine& engine, std::FILE* out);

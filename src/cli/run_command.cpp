@@ -5,15 +5,17 @@
 // sampler the server uses, printing text as soon as it is complete UTF-8.
 #include "run_command.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fmt/core.h>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "engine_options.h"
 #include "gguf/gguf_file.h"
 #include "kv/step_batch.h"
 #include "model/kv_storage.h"
@@ -42,6 +44,7 @@ struct RunOptions {
   bool ignore_eos = false;
   int threads = 0;
   int32_t prefill_chunk = 512;
+  std::string kv_cache_dtype = "auto";
   sampling::SamplingParams sampling;
   int64_t seed = -1;
 };
@@ -78,7 +81,8 @@ int run(RunOptions opts) {
   const int32_t block_size = 16;
   const int32_t n_tokens_max = static_cast<int32_t>(prompt_ids.size()) + opts.n_predict + 1;
   const int32_t n_blocks = (n_tokens_max + block_size - 1) / block_size;
-  model::KvStorage kv(model.config(), block_size, n_blocks);
+  model::KvStorage kv(model.config(), block_size, n_blocks,
+                      parse_kv_cache_dtype(opts.kv_cache_dtype));
   std::vector<kv::BlockId> table(n_blocks);
   for (int32_t i = 0; i < n_blocks; ++i) table[i] = i;
   model.reserve(std::min<int32_t>(opts.prefill_chunk, static_cast<int32_t>(prompt_ids.size())), 1);
@@ -151,10 +155,13 @@ void add_run_command(CLI::App& app, int& exit_code) {
   opts->sampling.top_k = 40;
   opts->sampling.top_p = 0.95f;
   opts->sampling.min_p = 0.05f;
-  auto* cmd = app.add_subcommand("run", "Generate text for one prompt, streamed, with speed figures");
+  auto* cmd =
+      app.add_subcommand("run", "Generate text for one prompt, streamed, with speed figures");
   cmd->add_option("-m,--model", opts->model, "GGUF file or registered model (default: default)");
   cmd->add_option("-p,--prompt", opts->prompt, "Prompt text")->required();
   cmd->add_option("-n,--n-predict", opts->n_predict, "Tokens to generate");
+  cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype, kKvCacheDtypeHelp)
+      ->capture_default_str();
   cmd->add_flag("--chat", opts->chat, "Wrap the prompt in the model's chat template");
   cmd->add_option("--system", opts->system, "System message (with --chat)");
   cmd->add_option("-t,--threads", opts->threads, "Compute threads (default: physical cores)");

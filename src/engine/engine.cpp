@@ -141,7 +141,8 @@ Engine::Impl::Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& token
     throw Error(Error::Kind::kInvalidArgument, "max_num_batched_tokens must be >= 1");
   }
   const int32_t n_blocks = pool_blocks(config);
-  kv_storage = std::make_unique<model::KvStorage>(model.config(), config.block_size, n_blocks);
+  kv_storage = std::make_unique<model::KvStorage>(model.config(), config.block_size, n_blocks,
+                                                  config.kv_cache_dtype);
   kv_cache = std::make_unique<kv::KvCacheManager>(n_blocks, config.block_size,
                                                   config.enable_prefix_caching);
   scheduler = std::make_unique<sched::Scheduler>(sc, *kv_cache);
@@ -161,8 +162,8 @@ Engine::Impl::Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& token
 
 int32_t Engine::Impl::pool_blocks(const EngineConfig& cfg) const {
   if (cfg.n_kv_blocks > 0) return cfg.n_kv_blocks;
-  const int64_t per_block =
-      static_cast<int64_t>(model::KvStorage::bytes_per_block(model.config(), cfg.block_size));
+  const int64_t per_block = static_cast<int64_t>(
+      model::KvStorage::bytes_per_block(model.config(), cfg.block_size, cfg.kv_cache_dtype));
   int64_t budget = cfg.kv_cache_memory;
   if (budget <= 0) {
     if (cfg.kv_memory_fraction <= 0.0 || cfg.kv_memory_fraction > 0.95) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "attention_kernels.h"
+#include "quant/float_convert.h"
 #include "util/error.h"
 
 namespace llms::kernels {
@@ -55,10 +56,18 @@ void exp_ref(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] < -87.33654f ? 0.0f : std::exp(x[i]);
 }
 
+void to_f16_ref(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = quant::fp32_to_fp16(x[i]);
+}
+
+void from_f16_ref(const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = quant::fp16_to_fp32(x[i]);
+}
+
 }  // namespace
 
 const AttentionTable& attention_scalar() {
-  static const AttentionTable table{block_ref, exp_ref};
+  static const AttentionTable table{block_ref, exp_ref, to_f16_ref, from_f16_ref};
   return table;
 }
 
@@ -86,5 +95,11 @@ void attention_block(const AttentionTile& tile, const float* k, const float* v, 
 }
 
 void exp_array(const float* x, float* y, int64_t n) { best_attention().exp(x, y, n); }
+
+void f32_to_f16_array(const float* x, uint16_t* y, int64_t n) { best_attention().to_f16(x, y, n); }
+
+void f16_to_f32_array(const uint16_t* x, float* y, int64_t n) {
+  best_attention().from_f16(x, y, n);
+}
 
 }  // namespace llms::kernels

@@ -7,6 +7,8 @@
 // row sees the same sequence of kernel calls whatever tile it is in. Tiles are ordered
 // heaviest first within a sequence (later positions have more context) and taken from an
 // atomic counter, which balances a long prefill over the threads better than fixed ranges.
+// An f16 cache is widened to f32 one block at a time per tile (once for all the tile's rows), so
+// the kernel and its arithmetic are the same for both cache types.
 #include "attention.h"
 
 #include <algorithm>
@@ -27,12 +29,12 @@ constexpr int32_t kMaxKeys = 64;   // keys per kernel call
 
 // Blocks of one sequence lie anywhere in the pool, so the hardware prefetchers, which follow
 // one stream within a page, start cold on every block: decode at 32 sequences spent ~20 % of
-// its time in attention waiting for keys and values. The next block's lines are requested while
-// this one is computed (a 16-token block of 64-dim f32 heads is 4 KiB of keys and 4 KiB of
-// values; the kernel spends ~1-2k cycles on it with a group of query heads).
-constexpr int64_t kPrefetchBlocks = 1;  // blocks requested ahead (2 measured no better)
+// its time in attention waiting for keys and values. Blocks a few ahead are requested while
+// this one is computed (a 16-token block of one 64-dim head is 2 KiB of keys and 2 KiB of values
+// in f16; the kernel spends ~1-2k cycles on it with a group of query heads).
+constexpr int64_t kPrefetchBlocks = 4;  // blocks requested ahead (f16 cache: 4 beat 1 and 8)
 
-inline void prefetch_to_l2(const float* p, size_t bytes) {
+inline void prefetch_to_l2(const void* p, size_t bytes) {
   const char* c = reinterpret_cast<const char*>(p);
   for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off, 0, 2);
 }
@@ -78,6 +80,7 @@ void PagedAttention::run(const ModelConfig& config, size_t layer, const kv::Step
   if (n_tokens == 0) return;
   reserve(config, pool.size(), n_tokens);  // no-op once the step size has been seen
 
+  const bool f16 = kv.type() == kv::KvCacheType::kF16;
   for (const auto& s : batch.sequences) {
     for (int32_t j = 0; j < s.n_query; ++j) {
       const int32_t i = s.query_begin + j;
@@ -85,11 +88,25 @@ void PagedAttention::run(const ModelConfig& config, size_t layer, const kv::Step
       const kv::BlockId block = s.block_table[pos / bs];
       const int32_t slot = pos % bs;
       for (int64_t h = 0; h < n_kv; ++h) {
-        std::memcpy(kv.key(layer, block, h) + slot * hdk, k + (i * n_kv + h) * hdk,
-                    hdk * sizeof(float));
-        std::memcpy(kv.value(layer, block, h) + slot * hdv, v + (i * n_kv + h) * hdv,
-                    hdv * sizeof(float));
+        const float* k_row = k + (i * n_kv + h) * hdk;
+        const float* v_row = v + (i * n_kv + h) * hdv;
+        if (f16) {
+          kernels::f32_to_f16_array(k_row, kv.key_f16(layer, block, h) + slot * hdk, hdk);
+          kernels::f32_to_f16_array(v_row, kv.value_f16(layer, block, h) + slot * hdv, hdv);
+        } else {
+          std::memcpy(kv.key_f32(layer, block, h) + slot * hdk, k_row, hdk * sizeof(float));
+          std::memcpy(kv.value_f32(layer, block, h) + slot * hdv, v_row, hdv * sizeof(float));
+        }
       }
+    }
+  }
+  if (f16) {
+    // Widening room for one block (sized once per block size; the first step pays for it).
+    for (Scratch& sc : scratch_) {
+      const auto keys = static_cast<size_t>(bs) * static_cast<size_t>(hdk);
+      const auto values = static_cast<size_t>(bs) * static_cast<size_t>(hdv);
+      if (sc.k_f32.size() < keys) sc.k_f32.assign(keys, 0.0f);
+      if (sc.v_f32.size() < values) sc.v_f32.assign(values, 0.0f);
     }
   }
 
@@ -176,17 +193,40 @@ void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv:
   t.head_dim_v = hdv;
   const int64_t b_begin = tile_lo / bs;
   const int64_t b_end = (tile_hi + bs - 1) / bs;
+  const bool f16 = kv.type() == kv::KvCacheType::kF16;
+  const size_t element = f16 ? sizeof(uint16_t) : sizeof(float);
+  auto key_block = [&](int64_t b) -> const void* {
+    const kv::BlockId block = seq.block_table[b];
+    return f16 ? static_cast<const void*>(kv.key_f16(layer, block, tile.kv_head))
+               : static_cast<const void*>(kv.key_f32(layer, block, tile.kv_head));
+  };
+  auto value_block = [&](int64_t b) -> const void* {
+    const kv::BlockId block = seq.block_table[b];
+    return f16 ? static_cast<const void*>(kv.value_f16(layer, block, tile.kv_head))
+               : static_cast<const void*>(kv.value_f32(layer, block, tile.kv_head));
+  };
   auto prefetch_block = [&](int64_t b) {
     if (b >= b_end) return;
-    const kv::BlockId block = seq.block_table[b];
-    prefetch_to_l2(kv.key(layer, block, tile.kv_head), bs * hdk * sizeof(float));
-    prefetch_to_l2(kv.value(layer, block, tile.kv_head), bs * hdv * sizeof(float));
+    prefetch_to_l2(key_block(b), bs * hdk * element);
+    prefetch_to_l2(value_block(b), bs * hdv * element);
   };
   for (int64_t d = 0; d < kPrefetchBlocks; ++d) prefetch_block(b_begin + d);
   for (int64_t b = b_begin; b < b_end; ++b) {
-    const kv::BlockId block = seq.block_table[b];
-    const float* kb = kv.key(layer, block, tile.kv_head);
-    const float* vb = kv.value(layer, block, tile.kv_head);
+    const float* kb = nullptr;
+    const float* vb = nullptr;
+    if (f16) {
+      // Widen the keys up to the tile's last visible position once, for all the tile's rows.
+      const int64_t n = std::min<int64_t>(bs, tile_hi - b * bs);
+      kernels::f16_to_f32_array(static_cast<const uint16_t*>(key_block(b)), s.k_f32.data(),
+                                n * hdk);
+      kernels::f16_to_f32_array(static_cast<const uint16_t*>(value_block(b)), s.v_f32.data(),
+                                n * hdv);
+      kb = s.k_f32.data();
+      vb = s.v_f32.data();
+    } else {
+      kb = static_cast<const float*>(key_block(b));
+      vb = static_cast<const float*>(value_block(b));
+    }
     prefetch_block(b + kPrefetchBlocks);
     for (int32_t sub = 0; sub < bs; sub += kMaxKeys) {
       const int64_t first = b * bs + sub;  // position of the sub-block's key 0

@@ -9,7 +9,8 @@
 // block is read once per tile; tiles are handed to the pool's threads dynamically. Per row the
 // blocks are folded in order with a block-wise online softmax (kernels/attention.h), so a token's
 // output does not depend on what else is in the batch, on the tiling or on the thread.
-// reserve() sizes every buffer; run() allocates nothing.
+// reserve() sizes every buffer; run() allocates nothing, except once per block size the room to
+// widen one block of an f16 cache.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +45,7 @@ class PagedAttention {
   };
   struct Scratch {
     std::vector<float> q, acc, max, sum, scores;
+    std::vector<float> k_f32, v_f32;  // one block widened from an f16 cache
     std::vector<int32_t> key_begin, key_end, pos, lo;
   };
 

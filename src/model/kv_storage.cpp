@@ -1,15 +1,32 @@
 #include "model/kv_storage.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "util/error.h"
 
 namespace llms::model {
 
-KvStorage::KvStorage(const ModelConfig& config, int32_t block_size, int32_t n_blocks)
+namespace {
+
+size_t storable_element_bytes(kv::KvCacheType type) {
+  if (type != kv::KvCacheType::kF32 && type != kv::KvCacheType::kF16) {
+    throw Error(Error::Kind::kInvalidArgument, "KV cache type '" +
+                                                   std::string(kv::kv_cache_type_name(type)) +
+                                                   "' is not supported (f32 and f16 are)");
+  }
+  return static_cast<size_t>(kv::kv_element_bytes(type));
+}
+
+}  // namespace
+
+KvStorage::KvStorage(const ModelConfig& config, int32_t block_size, int32_t n_blocks,
+                     kv::KvCacheType type)
     : block_size_(block_size),
       n_blocks_(n_blocks),
+      type_(type),
+      element_bytes_(storable_element_bytes(type)),
       head_dim_k_(config.head_dim_k),
       head_dim_v_(config.head_dim_v),
       n_kv_heads_(config.n_kv_heads) {
@@ -21,14 +38,20 @@ KvStorage::KvStorage(const ModelConfig& config, int32_t block_size, int32_t n_bl
     layer_start_.push_back(rows);
     rows += static_cast<size_t>(n_blocks) * block_size * heads;
   }
-  n_key_floats_ = rows * head_dim_k_;
-  n_value_floats_ = rows * head_dim_v_;
+  n_key_elements_ = rows * head_dim_k_;
+  n_value_elements_ = rows * head_dim_v_;
   try {
-    keys_ = HugePageBuffer(n_key_floats_ * sizeof(float));
-    values_ = HugePageBuffer(n_value_floats_ * sizeof(float));
+    keys_ = HugePageBuffer(n_key_elements_ * element_bytes_);
+    values_ = HugePageBuffer(n_value_elements_ * element_bytes_);
   } catch (const Error& e) {
     throw Error(Error::Kind::kInvalidArgument, std::string("KV cache: ") + e.what());
   }
+}
+
+void KvStorage::throw_type_mismatch(kv::KvCacheType want) const {
+  throw Error(Error::Kind::kInvalidArgument,
+              "KV storage holds " + std::string(kv::kv_cache_type_name(type_)) +
+                  " elements, read as " + std::string(kv::kv_cache_type_name(want)));
 }
 
 void KvStorage::copy_block(int32_t src, int32_t dst) {
@@ -38,15 +61,20 @@ void KvStorage::copy_block(int32_t src, int32_t dst) {
   if (src == dst) return;
   for (size_t layer = 0; layer < n_kv_heads_.size(); ++layer) {
     const size_t rows = static_cast<size_t>(block_size_) * n_kv_heads_[layer];
-    std::copy_n(key(layer, src, 0), rows * head_dim_k_, key(layer, dst, 0));
-    std::copy_n(value(layer, src, 0), rows * head_dim_v_, value(layer, dst, 0));
+    std::memcpy(at(keys_, type_, layer, dst, 0, head_dim_k_),
+                at(keys_, type_, layer, src, 0, head_dim_k_), rows * head_dim_k_ * element_bytes_);
+    std::memcpy(at(values_, type_, layer, dst, 0, head_dim_v_),
+                at(values_, type_, layer, src, 0, head_dim_v_),
+                rows * head_dim_v_ * element_bytes_);
   }
 }
 
-size_t KvStorage::bytes_per_block(const ModelConfig& config, int32_t block_size) {
+size_t KvStorage::bytes_per_block(const ModelConfig& config, int32_t block_size,
+                                  kv::KvCacheType type) {
+  const size_t element = storable_element_bytes(type);
   size_t per_token = 0;
   for (uint64_t heads : config.n_kv_heads) {
-    per_token += heads * (config.head_dim_k + config.head_dim_v) * sizeof(float);
+    per_token += heads * (config.head_dim_k + config.head_dim_v) * element;
   }
   return per_token * static_cast<size_t>(block_size);
 }

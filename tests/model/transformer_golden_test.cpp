@@ -57,7 +57,8 @@ class TransformerGolden : public ::testing::TestWithParam<Case> {
     model_ = std::make_unique<model::Transformer>(*file_, 2);
   }
 
-  void check_against_golden(double max_relative_l2, double near_tie);
+  void check_against_golden(double max_relative_l2, double near_tie,
+                            kv::KvCacheType kv_type = kv::KvCacheType::kF32);
 
   // Runs `ids` as one prefill step in a fresh cache; returns the last row's logits.
   std::vector<float> prefill(const std::vector<int32_t>& ids, model::KvStorage& kv,
@@ -85,18 +86,25 @@ TEST_P(TransformerGolden, LogitsAndGreedyContinuationMatchTransformers) {
   check_against_golden(GetParam().max_relative_l2, GetParam().near_tie);
 }
 
+// The engine's default cache stores keys and values as f16 (as llama.cpp's does): the same
+// tolerance against transformers holds with it.
+TEST_P(TransformerGolden, LogitsAndGreedyContinuationMatchTransformersWithAnF16Cache) {
+  check_against_golden(GetParam().max_relative_l2, GetParam().near_tie, kv::KvCacheType::kF16);
+}
+
 TEST_P(TransformerGolden, WithF32WeightsEqualsTransformersToRounding) {
   if (!GetParam().check_f32_reference) GTEST_SKIP() << "F32 reference not run for this model";
   model_ = std::make_unique<model::Transformer>(*file_, 2, model::WeightMode::kDequantizedF32);
   check_against_golden(kF32MaxRelativeL2, 1e-3);
 }
 
-void TransformerGolden::check_against_golden(double max_relative_l2, double near_tie) {
+void TransformerGolden::check_against_golden(double max_relative_l2, double near_tie,
+                                             kv::KvCacheType kv_type) {
   for (const auto& rec : golden_["records"]) {
     SCOPED_TRACE(rec["prompt"].get<std::string>());
     auto ids = rec["prompt_ids"].get<std::vector<int32_t>>();
     ASSERT_EQ(rec["n_vocab"].get<int32_t>(), model_->n_vocab());
-    model::KvStorage kv(model_->config(), 16, 16);
+    model::KvStorage kv(model_->config(), 16, 16, kv_type);
     std::vector<kv::BlockId> table;
     auto logits = prefill(ids, kv, table);
 

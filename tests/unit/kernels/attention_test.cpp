@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "quant/float_convert.h"
 
 namespace llms::kernels {
 namespace {
@@ -231,6 +232,51 @@ TEST_P(Attention, ExpMatchesStdExp) {
   for (float v : low) EXPECT_EQ(v, 0.0f);
 }
 
+// The f16 cache's conversions give the same bits on every path: f32 -> f16 rounds to nearest
+// even (ties, subnormals, overflow to inf, NaN kept a NaN), f16 -> f32 is exact for all 65536
+// patterns. Lengths that are not multiples of the vector width exercise the tails.
+TEST_P(Attention, F16ConversionsMatchTheScalarReferenceBitForBit) {
+  auto rng = rng_for(6100);
+  std::vector<float> x = gaussian(rng, 1001, 3.0f);
+  const float specials[] = {0.0f,           -0.0f,
+                            65504.0f,       65519.99f,
+                            65520.0f,       -65520.0f,
+                            1e9f,           -1e9f,
+                            6.1035156e-05f, 5.9604645e-08f,
+                            2.9802322e-08f, 2.9802326e-08f,
+                            1e-10f,
+                            1.00048828125f,  // exactly halfway between two halves: ties to even
+                            1.00146484375f, std::numeric_limits<float>::infinity(),
+                            kNegInf,        kNaN};
+  for (size_t i = 0; i < std::size(specials); ++i) x[i * 7] = specials[i];
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{9}, int64_t{1001}}) {
+    std::vector<uint16_t> got(static_cast<size_t>(n));
+    table_->to_f16(x.data(), got.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const uint16_t want = quant::fp32_to_fp16(x[static_cast<size_t>(i)]);
+      ASSERT_EQ(got[static_cast<size_t>(i)], want) << "x = " << x[static_cast<size_t>(i)];
+    }
+  }
+  std::vector<uint16_t> all(65536);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<float> wide(all.size());
+  table_->from_f16(all.data(), wide.data(), 65535);  // odd length: the last one via the tail
+  wide[65535] = 0.0f;
+  table_->from_f16(all.data() + 65535, wide.data() + 65535, 1);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const float want = quant::fp16_to_fp32(all[i]);
+    uint32_t a = 0;
+    uint32_t b = 0;
+    std::memcpy(&a, &wide[i], 4);
+    std::memcpy(&b, &want, 4);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(wide[i])) << "pattern " << i;
+    } else {
+      ASSERT_EQ(a, b) << "pattern " << i;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, Attention, ::testing::ValuesIn(testing::all_isas()),
                          [](const auto& param_info) {
                            return std::string(isa_name(param_info.param));
@@ -243,6 +289,13 @@ TEST(AttentionDispatch, FreeFunctionsMatchTheBestTable) {
   exp_array(x, y, 3);
   attention_table(best_isa()).exp(x, ref, 3);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(y[i], ref[i]);
+  uint16_t h[3];
+  uint16_t h_ref[3];
+  f32_to_f16_array(x, h, 3);
+  attention_table(best_isa()).to_f16(x, h_ref, 3);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(h[i], h_ref[i]);
+  f16_to_f32_array(h, y, 3);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(y[i], x[i]);  // -1, 0.5 and 2 are exact halves
 }
 
 }  // namespace

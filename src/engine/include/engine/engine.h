@@ -18,6 +18,7 @@
 
 #include "engine/request.h"
 #include "gguf/gguf_file.h"
+#include "kv/kv_budget.h"
 #include "kv/kv_cache_manager.h"
 #include "sched/scheduler.h"
 #include "tokenizer/tokenizer.h"
@@ -33,6 +34,9 @@ struct EngineConfig {
   int64_t kv_cache_memory = 0;
   double kv_memory_fraction = 0.25;
   bool enable_prefix_caching = true;
+  // KV element type (f16 or f32): f16, like llama.cpp's default cache, halves what attention
+  // reads per step.
+  kv::KvCacheType kv_cache_dtype = kv::KvCacheType::kF16;
   // max_model_len 0: the model's training context.
   sched::SchedulerConfig scheduler;
   int n_threads = 0;  // 0: one per physical core
