@@ -318,12 +318,22 @@ Plan make_plan(const QuantMatrix& w, float* y, int64_t y_stride, int64_t m, Isa 
 
 // Weight rows [r0, r1) of the plan's matrix against activation rows [i0, i1): activation chunks
 // small enough to stay in L2, each walked by every weight tile of the range.
+// Bytes at the start of a thread's weight range requested before its first tile (the kernels'
+// own prefetch distance is 2-4 KiB).
+constexpr size_t kHeadPrefetchBytes = 4096;
+
 void run_block(const Plan& p, const Activations& acts, int64_t r0, int64_t r1, int64_t i0,
                int64_t i1) {
   const ActView& act = acts.for_kernel(*p.kernel);
   const QuantMatrix& w = *p.w;
   const int64_t act_chunk = std::max<int64_t>(
       p.tile_cols, static_cast<int64_t>(kActChunkBytes / act.a_stride) / p.tile_cols * p.tile_cols);
+  // The kernels prefetch a few KiB ahead of what they read, so the first KiBs of a range would
+  // be demand misses, one after another: at ~100 calls per decode step, each starting cold from
+  // DRAM, that ramp costs more than the small matrices' reads themselves.
+  const auto* w_begin = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r0) * w.row_bytes;
+  const size_t head = std::min(kHeadPrefetchBytes, static_cast<size_t>(r1 - r0) * w.row_bytes);
+  for (size_t off = 0; off < head; off += 64) __builtin_prefetch(w_begin + off, 0, 3);
   detail::Tile t{};
   t.w_stride = w.row_bytes;
   t.a_stride = act.a_stride;
