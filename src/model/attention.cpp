@@ -7,7 +7,7 @@
 // row sees the same sequence of kernel calls whatever tile it is in. Tiles are ordered
 // heaviest first within a sequence (later positions have more context) and taken from an
 // atomic counter, which balances a long prefill over the threads better than fixed ranges.
-// An f16 cache is widened to f32 one block at a time per tile (once for all the tile's rows), so
+// An f16 cache is widened to f32 kMaxKeys positions at a time per tile (once for all its rows), so
 // the kernel and its arithmetic are the same for both cache types.
 #include "attention.h"
 
@@ -32,7 +32,9 @@ constexpr int32_t kMaxKeys = 64;   // keys per kernel call
 // its time in attention waiting for keys and values. Blocks a few ahead are requested while
 // this one is computed (a 16-token block of one 64-dim head is 2 KiB of keys and 2 KiB of values
 // in f16; the kernel spends ~1-2k cycles on it with a group of query heads).
-constexpr int64_t kPrefetchBlocks = 4;  // blocks requested ahead (f16 cache: 4 beat 1 and 8)
+// f32 cache: blocks requested ahead; an f16 cache requests the next kMaxKeys positions (4 blocks
+// of 16; 1 or 8 blocks ahead measured worse).
+constexpr int64_t kPrefetchBlocks = 4;
 
 inline void prefetch_to_l2(const void* p, size_t bytes) {
   const char* c = reinterpret_cast<const char*>(p);
@@ -56,6 +58,8 @@ void PagedAttention::reserve(const ModelConfig& config, int n_threads, int32_t m
     s.max.assign(rows, 0.0f);
     s.sum.assign(rows, 0.0f);
     s.scores.assign(rows * kMaxKeys, 0.0f);
+    s.k_f32.assign(static_cast<size_t>(kMaxKeys) * config.head_dim_k, 0.0f);
+    s.v_f32.assign(static_cast<size_t>(kMaxKeys) * config.head_dim_v, 0.0f);
     s.key_begin.assign(rows, 0);
     s.key_end.assign(rows, 0);
     s.pos.assign(rows, 0);
@@ -100,16 +104,6 @@ void PagedAttention::run(const ModelConfig& config, size_t layer, const kv::Step
       }
     }
   }
-  if (f16) {
-    // Widening room for one block (sized once per block size; the first step pays for it).
-    for (Scratch& sc : scratch_) {
-      const auto keys = static_cast<size_t>(bs) * static_cast<size_t>(hdk);
-      const auto values = static_cast<size_t>(bs) * static_cast<size_t>(hdv);
-      if (sc.k_f32.size() < keys) sc.k_f32.assign(keys, 0.0f);
-      if (sc.v_f32.size() < values) sc.v_f32.assign(values, 0.0f);
-    }
-  }
-
   const auto group = static_cast<int32_t>(n_heads / n_kv);
   const int32_t per_tile = std::max<int32_t>(1, kTileRows / group);
   int64_t n_whole = 0;  // tiles with whole groups
@@ -142,6 +136,58 @@ void PagedAttention::run(const ModelConfig& config, size_t layer, const kv::Step
       run_tile(config, layer, batch, kv, tiles_[t], q, out, s);
     }
   });
+}
+
+// An f16 cache is widened into the tile's scratch kMaxKeys positions at a time, from whichever
+// blocks hold them, so one kernel call covers 64 keys even with 16-token blocks (the kernel's
+// per-call work per row, the max, exp and rescale, is paid 4x less often). Chunks start at
+// multiples of kMaxKeys in absolute positions: a row sees the same calls whatever its tile.
+template <class SetRanges>
+void PagedAttention::run_f16_chunks(size_t layer, const kv::SequenceSlice& seq, KvStorage& kv,
+                                    const Tile& tile, int64_t tile_lo, int64_t tile_hi,
+                                    kernels::AttentionTile& t, Scratch& s,
+                                    SetRanges&& set_ranges) const {
+  const int64_t bs = kv.block_size();
+  const int64_t hdk = t.head_dim_k;
+  const int64_t hdv = t.head_dim_v;
+  // Each [p, end) run of positions within one block, in order.
+  auto for_runs = [&](int64_t p, int64_t end, auto&& fn) {
+    while (p < end) {
+      const int64_t slot = p % bs;
+      const int64_t n = std::min(bs - slot, end - p);
+      fn(seq.block_table[p / bs], slot, p, n);
+      p += n;
+    }
+  };
+  auto prefetch_chunk = [&](int64_t c) {
+    const int64_t first = c * kMaxKeys;
+    if (first >= tile_hi) return;
+    for_runs(std::max(first, tile_lo), std::min(first + kMaxKeys, tile_hi),
+             [&](kv::BlockId block, int64_t slot, int64_t, int64_t n) {
+               prefetch_to_l2(kv.key_f16(layer, block, tile.kv_head) + slot * hdk,
+                              n * hdk * sizeof(uint16_t));
+               prefetch_to_l2(kv.value_f16(layer, block, tile.kv_head) + slot * hdv,
+                              n * hdv * sizeof(uint16_t));
+             });
+  };
+  const int64_t c_begin = tile_lo / kMaxKeys;
+  const int64_t c_end = (tile_hi + kMaxKeys - 1) / kMaxKeys;
+  prefetch_chunk(c_begin);
+  for (int64_t c = c_begin; c < c_end; ++c) {
+    prefetch_chunk(c + 1);
+    const int64_t first = c * kMaxKeys;
+    const int64_t lo = std::max(first, tile_lo);
+    const int64_t hi = std::min(first + kMaxKeys, tile_hi);
+    for_runs(lo, hi, [&](kv::BlockId block, int64_t slot, int64_t p, int64_t n) {
+      kernels::f16_to_f32_array(kv.key_f16(layer, block, tile.kv_head) + slot * hdk,
+                                s.k_f32.data() + (p - first) * hdk, n * hdk);
+      kernels::f16_to_f32_array(kv.value_f16(layer, block, tile.kv_head) + slot * hdv,
+                                s.v_f32.data() + (p - first) * hdv, n * hdv);
+    });
+    const auto n_keys = static_cast<int32_t>(hi - first);
+    set_ranges(first, n_keys);
+    kernels::attention_block(t, s.k_f32.data(), s.v_f32.data(), n_keys);
+  }
 }
 
 void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv::StepBatch& batch,
@@ -191,52 +237,36 @@ void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv:
   t.n_rows = n_rows;
   t.head_dim_k = hdk;
   t.head_dim_v = hdv;
-  const int64_t b_begin = tile_lo / bs;
-  const int64_t b_end = (tile_hi + bs - 1) / bs;
-  const bool f16 = kv.type() == kv::KvCacheType::kF16;
-  const size_t element = f16 ? sizeof(uint16_t) : sizeof(float);
-  auto key_block = [&](int64_t b) -> const void* {
-    const kv::BlockId block = seq.block_table[b];
-    return f16 ? static_cast<const void*>(kv.key_f16(layer, block, tile.kv_head))
-               : static_cast<const void*>(kv.key_f32(layer, block, tile.kv_head));
-  };
-  auto value_block = [&](int64_t b) -> const void* {
-    const kv::BlockId block = seq.block_table[b];
-    return f16 ? static_cast<const void*>(kv.value_f16(layer, block, tile.kv_head))
-               : static_cast<const void*>(kv.value_f32(layer, block, tile.kv_head));
-  };
-  auto prefetch_block = [&](int64_t b) {
-    if (b >= b_end) return;
-    prefetch_to_l2(key_block(b), bs * hdk * element);
-    prefetch_to_l2(value_block(b), bs * hdv * element);
-  };
-  for (int64_t d = 0; d < kPrefetchBlocks; ++d) prefetch_block(b_begin + d);
-  for (int64_t b = b_begin; b < b_end; ++b) {
-    const float* kb = nullptr;
-    const float* vb = nullptr;
-    if (f16) {
-      // Widen the keys up to the tile's last visible position once, for all the tile's rows.
-      const int64_t n = std::min<int64_t>(bs, tile_hi - b * bs);
-      kernels::f16_to_f32_array(static_cast<const uint16_t*>(key_block(b)), s.k_f32.data(),
-                                n * hdk);
-      kernels::f16_to_f32_array(static_cast<const uint16_t*>(value_block(b)), s.v_f32.data(),
-                                n * hdv);
-      kb = s.k_f32.data();
-      vb = s.v_f32.data();
-    } else {
-      kb = static_cast<const float*>(key_block(b));
-      vb = static_cast<const float*>(value_block(b));
+  auto set_ranges = [&](int64_t first, int32_t n_keys) {
+    for (int32_t r = 0; r < n_rows; ++r) {
+      s.key_begin[r] = static_cast<int32_t>(std::max<int64_t>(s.lo[r] - first, 0));
+      s.key_end[r] = static_cast<int32_t>(std::clamp<int64_t>(s.pos[r] + 1 - first, 0, n_keys));
     }
-    prefetch_block(b + kPrefetchBlocks);
-    for (int32_t sub = 0; sub < bs; sub += kMaxKeys) {
-      const int64_t first = b * bs + sub;  // position of the sub-block's key 0
-      const int32_t n_keys = std::min(kMaxKeys, bs - sub);
-      if (first >= tile_hi || first + n_keys <= tile_lo) continue;
-      for (int32_t r = 0; r < n_rows; ++r) {
-        s.key_begin[r] = static_cast<int32_t>(std::max<int64_t>(s.lo[r] - first, 0));
-        s.key_end[r] = static_cast<int32_t>(std::clamp<int64_t>(s.pos[r] + 1 - first, 0, n_keys));
+  };
+  if (kv.type() == kv::KvCacheType::kF16) {
+    run_f16_chunks(layer, seq, kv, tile, tile_lo, tile_hi, t, s, set_ranges);
+  } else {
+    const int64_t b_begin = tile_lo / bs;
+    const int64_t b_end = (tile_hi + bs - 1) / bs;
+    auto prefetch_block = [&](int64_t b) {
+      if (b >= b_end) return;
+      const kv::BlockId block = seq.block_table[b];
+      prefetch_to_l2(kv.key_f32(layer, block, tile.kv_head), bs * hdk * sizeof(float));
+      prefetch_to_l2(kv.value_f32(layer, block, tile.kv_head), bs * hdv * sizeof(float));
+    };
+    for (int64_t d = 0; d < kPrefetchBlocks; ++d) prefetch_block(b_begin + d);
+    for (int64_t b = b_begin; b < b_end; ++b) {
+      const kv::BlockId block = seq.block_table[b];
+      const float* kb = kv.key_f32(layer, block, tile.kv_head);
+      const float* vb = kv.value_f32(layer, block, tile.kv_head);
+      prefetch_block(b + kPrefetchBlocks);
+      for (int32_t sub = 0; sub < bs; sub += kMaxKeys) {
+        const int64_t first = b * bs + sub;  // position of the sub-block's key 0
+        const int32_t n_keys = std::min(kMaxKeys, bs - sub);
+        if (first >= tile_hi || first + n_keys <= tile_lo) continue;
+        set_ranges(first, n_keys);
+        kernels::attention_block(t, kb + sub * hdk, vb + sub * hdv, n_keys);
       }
-      kernels::attention_block(t, kb + sub * hdk, vb + sub * hdv, n_keys);
     }
   }
 

@@ -9,14 +9,14 @@
 // block is read once per tile; tiles are handed to the pool's threads dynamically. Per row the
 // blocks are folded in order with a block-wise online softmax (kernels/attention.h), so a token's
 // output does not depend on what else is in the batch, on the tiling or on the thread.
-// reserve() sizes every buffer; run() allocates nothing, except once per block size the room to
-// widen one block of an f16 cache.
+// reserve() sizes every buffer; run() allocates nothing.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kv/step_batch.h"
 #include "model/kv_storage.h"
 #include "model/model_config.h"
@@ -45,12 +45,16 @@ class PagedAttention {
   };
   struct Scratch {
     std::vector<float> q, acc, max, sum, scores;
-    std::vector<float> k_f32, v_f32;  // one block widened from an f16 cache
+    std::vector<float> k_f32, v_f32;  // kMaxKeys positions widened from an f16 cache
     std::vector<int32_t> key_begin, key_end, pos, lo;
   };
 
   void run_tile(const ModelConfig& config, size_t layer, const kv::StepBatch& batch, KvStorage& kv,
                 const Tile& tile, const float* q, float* out, Scratch& s) const;
+  template <class SetRanges>
+  void run_f16_chunks(size_t layer, const kv::SequenceSlice& seq, KvStorage& kv, const Tile& tile,
+                      int64_t tile_lo, int64_t tile_hi, kernels::AttentionTile& t, Scratch& s,
+                      SetRanges&& set_ranges) const;
 
   int32_t max_tokens_ = 0;
   int n_threads_ = 0;
