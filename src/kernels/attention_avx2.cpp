@@ -155,50 +155,77 @@ void block_avx2(const AttentionTile& t, const float* k, const float* v, int32_t 
   }
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const int32_t n_full = n_keys / 8 * 8;
-  for (int32_t r = 0; r < t.n_rows; ++r) {
-    const int32_t begin = std::max(t.key_begin[r], 0);
-    const int32_t end = std::min(t.key_end[r], n_keys);
-    if (begin >= end) continue;
-    const float* q = t.q + r * hdk;
-    float* s = t.scores + static_cast<int64_t>(r) * n_keys;
-
+  // Rows are taken a few at a time and each phase (scores, then exp, then the values) runs for
+  // all of them before the next: one row's phases form a dependency chain (scores -> max -> exp
+  // -> rescale -> value sums) that left the FMA units idle when rows went one after another;
+  // interleaving rows gives the core independent work. Each row's own operations and their order
+  // are unchanged.
+  constexpr int32_t kRowsAtOnce = 8;
+  struct RowState {
+    int32_t begin, end, vec_begin, vec_end;
+    float new_max, correction, block_sum;
+  };
+  RowState st[kRowsAtOnce];
+  for (int32_t r0 = 0; r0 < t.n_rows; r0 += kRowsAtOnce) {
+    const int32_t n_here = std::min(kRowsAtOnce, t.n_rows - r0);
     // Scores: whole groups of 8 (aligned to the block start) that meet [begin, end), then the
     // keys past the last whole group one at a time.
-    const int32_t vec_begin = begin / 8 * 8;
-    int32_t vec_end = vec_begin;
-    __m256 vmax = _mm256_set1_ps(kNegInf);
-    for (; vec_end < end && vec_end < n_full; vec_end += 8) {
-      const __m256 s8 = scores8(q, k, hdk, vec_end, begin, end);
-      _mm256_storeu_ps(s + vec_end, s8);
-      vmax = _mm256_max_ps(vmax, s8);
+    for (int32_t i = 0; i < n_here; ++i) {
+      const int32_t r = r0 + i;
+      RowState& rs = st[i];
+      rs.begin = std::max(t.key_begin[r], 0);
+      rs.end = std::min(t.key_end[r], n_keys);
+      if (rs.begin >= rs.end) continue;
+      const float* q = t.q + r * hdk;
+      float* s = t.scores + static_cast<int64_t>(r) * n_keys;
+      rs.vec_begin = rs.begin / 8 * 8;
+      rs.vec_end = rs.vec_begin;
+      __m256 vmax = _mm256_set1_ps(kNegInf);
+      for (; rs.vec_end < rs.end && rs.vec_end < n_full; rs.vec_end += 8) {
+        const __m256 s8 = scores8(q, k, hdk, rs.vec_end, rs.begin, rs.end);
+        _mm256_storeu_ps(s + rs.vec_end, s8);
+        vmax = _mm256_max_ps(vmax, s8);
+      }
+      float block_max = hmax(vmax);
+      for (int32_t j = std::max(rs.vec_end, rs.begin); j < rs.end; ++j) {
+        s[j] = score1(q, k + j * hdk, hdk);
+        block_max = std::max(block_max, s[j]);
+      }
+      rs.new_max = std::max(t.max[r], block_max);
     }
-    float block_max = hmax(vmax);
-    for (int32_t j = std::max(vec_end, begin); j < end; ++j) {
-      s[j] = score1(q, k + j * hdk, hdk);
-      block_max = std::max(block_max, s[j]);
+    for (int32_t i = 0; i < n_here; ++i) {
+      const int32_t r = r0 + i;
+      RowState& rs = st[i];
+      if (rs.begin >= rs.end) continue;
+      float* s = t.scores + static_cast<int64_t>(r) * n_keys;
+      rs.correction = exp1(t.max[r] - rs.new_max);
+      const __m256 vnew = _mm256_set1_ps(rs.new_max);
+      __m256 vsum = _mm256_setzero_ps();
+      for (int32_t j = rs.vec_begin; j < rs.vec_end; j += 8) {
+        const __m256 p = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vnew));
+        _mm256_storeu_ps(s + j, p);
+        vsum = _mm256_add_ps(vsum, p);
+      }
+      rs.block_sum = hsum(vsum);
+      for (int32_t j = std::max(rs.vec_end, rs.begin); j < rs.end; ++j) {
+        s[j] = exp1(s[j] - rs.new_max);
+        rs.block_sum += s[j];
+      }
     }
-
-    const float new_max = std::max(t.max[r], block_max);
-    const float correction = exp1(t.max[r] - new_max);
-    const __m256 vnew = _mm256_set1_ps(new_max);
-    __m256 vsum = _mm256_setzero_ps();
-    for (int32_t j = vec_begin; j < vec_end; j += 8) {
-      const __m256 p = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vnew));
-      _mm256_storeu_ps(s + j, p);
-      vsum = _mm256_add_ps(vsum, p);
+    for (int32_t i = 0; i < n_here; ++i) {
+      const int32_t r = r0 + i;
+      const RowState& rs = st[i];
+      if (rs.begin >= rs.end) continue;
+      const float* s = t.scores + static_cast<int64_t>(r) * n_keys;
+      float* acc = t.acc + r * hdv;
+      int64_t e = 0;
+      for (; e + 64 <= hdv; e += 64) {
+        accumulate64(acc + e, s, v + e, hdv, rs.begin, rs.end, rs.correction);
+      }
+      for (; e < hdv; e += 8) accumulate8(acc + e, s, v + e, hdv, rs.begin, rs.end, rs.correction);
+      t.sum[r] = t.sum[r] * rs.correction + rs.block_sum;
+      t.max[r] = rs.new_max;
     }
-    float block_sum = hsum(vsum);
-    for (int32_t j = std::max(vec_end, begin); j < end; ++j) {
-      s[j] = exp1(s[j] - new_max);
-      block_sum += s[j];
-    }
-
-    float* acc = t.acc + r * hdv;
-    int64_t e = 0;
-    for (; e + 64 <= hdv; e += 64) accumulate64(acc + e, s, v + e, hdv, begin, end, correction);
-    for (; e < hdv; e += 8) accumulate8(acc + e, s, v + e, hdv, begin, end, correction);
-    t.sum[r] = t.sum[r] * correction + block_sum;
-    t.max[r] = new_max;
   }
 }
 
