@@ -179,8 +179,7 @@ void add_bench_model_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--prompt", opts->n_prompt, "Prompt tokens (one prefill step)");
   cmd->add_option("--gen", opts->n_gen, "Generated tokens (one decode step each)");
   cmd->add_option("-r,--repetitions", opts->repetitions, "Repetitions; the best is reported");
-  cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype, kKvCacheDtypeHelp)
-      ->capture_default_str();
+  add_kv_cache_dtype_option(*cmd, opts->kv_cache_dtype);
   cmd->add_option("--cache-dir", opts->cache_dir, "Cache root for registered models");
   cmd->callback([opts, &exit_code] { exit_code = bench_model(*opts); });
 }

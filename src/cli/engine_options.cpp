@@ -39,6 +39,11 @@ engine::EngineConfig EngineOptions::to_config() const {
   return c;
 }
 
+void add_kv_cache_dtype_option(CLI::App& cmd, std::string& value) {
+  cmd.add_option("--kv-cache-dtype", value, "KV cache element type: auto (f16), f16 or f32")
+      ->capture_default_str();
+}
+
 kv::KvCacheType parse_kv_cache_dtype(const std::string& name) {
   if (name == "auto" || name == "f16" || name == "float16" || name == "half") {
     return kv::KvCacheType::kF16;
@@ -51,7 +56,7 @@ kv::KvCacheType parse_kv_cache_dtype(const std::string& name) {
 void add_engine_options(CLI::App& cmd, EngineOptions& o) {
   cmd.add_option("--block-size", o.block_size, "KV block size in tokens")->capture_default_str();
   cmd.add_option("--kv-cache-memory", o.kv_cache_memory, "KV pool size in bytes (e.g. 2GiB)");
-  cmd.add_option("--kv-cache-dtype", o.kv_cache_dtype, kKvCacheDtypeHelp)->capture_default_str();
+  add_kv_cache_dtype_option(cmd, o.kv_cache_dtype);
   cmd.add_option("--kv-memory-fraction", o.kv_memory_fraction,
                  "Without --kv-cache-memory: this fraction of available memory")
       ->capture_default_str();

@@ -29,9 +29,10 @@ struct EngineOptions {
 
 void add_engine_options(CLI::App& cmd, EngineOptions& opts);
 
-// --kv-cache-dtype: auto (f16), f16 or f32. Throws llms::Error(kInvalidArgument) naming the flag.
+// --kv-cache-dtype: auto (f16), f16 or f32, for the commands that hold a KV cache (the engine's
+// and `run` / `bench-model`). parse throws llms::Error(kInvalidArgument) naming the flag.
+void add_kv_cache_dtype_option(CLI::App& cmd, std::string& value);
 kv::KvCacheType parse_kv_cache_dtype(const std::string& name);
-inline constexpr const char* kKvCacheDtypeHelp = "KV cache element type: auto (f16), f16 or f32";
 
 // "KV cache: N blocks x 16 tokens = T tokens (B); up to S sequences at L tokens, S2 at 2k".
 void print_kv_pool(const engine::Engine& engine, std::FILE* out);

@@ -160,8 +160,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-m,--model", opts->model, "GGUF file or registered model (default: default)");
   cmd->add_option("-p,--prompt", opts->prompt, "Prompt text")->required();
   cmd->add_option("-n,--n-predict", opts->n_predict, "Tokens to generate");
-  cmd->add_option("--kv-cache-dtype", opts->kv_cache_dtype, kKvCacheDtypeHelp)
-      ->capture_default_str();
+  add_kv_cache_dtype_option(*cmd, opts->kv_cache_dtype);
   cmd->add_flag("--chat", opts->chat, "Wrap the prompt in the model's chat template");
   cmd->add_option("--system", opts->system, "System message (with --chat)");
   cmd->add_option("-t,--threads", opts->threads, "Compute threads (default: physical cores)");

@@ -56,13 +56,9 @@ void exp_ref(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] < -87.33654f ? 0.0f : std::exp(x[i]);
 }
 
-void to_f16_ref(const float* x, uint16_t* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = quant::fp32_to_fp16(x[i]);
-}
+void to_f16_ref(const float* x, uint16_t* y, int64_t n) { quant::fp32_to_fp16_row(x, y, n); }
 
-void from_f16_ref(const uint16_t* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = quant::fp16_to_fp32(x[i]);
-}
+void from_f16_ref(const uint16_t* x, float* y, int64_t n) { quant::fp16_to_fp32_row(x, y, n); }
 
 }  // namespace
 

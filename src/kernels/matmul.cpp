@@ -316,12 +316,12 @@ Plan make_plan(const QuantMatrix& w, float* y, int64_t y_stride, int64_t m, Isa 
   return p;
 }
 
-// Weight rows [r0, r1) of the plan's matrix against activation rows [i0, i1): activation chunks
-// small enough to stay in L2, each walked by every weight tile of the range.
 // Bytes at the start of a thread's weight range requested before its first tile (the kernels'
 // own prefetch distance is 2-4 KiB).
 constexpr size_t kHeadPrefetchBytes = 4096;
 
+// Weight rows [r0, r1) of the plan's matrix against activation rows [i0, i1): activation chunks
+// small enough to stay in L2, each walked by every weight tile of the range.
 void run_block(const Plan& p, const Activations& acts, int64_t r0, int64_t r1, int64_t i0,
                int64_t i1) {
   const ActView& act = acts.for_kernel(*p.kernel);

@@ -29,11 +29,10 @@ constexpr int32_t kMaxKeys = 64;   // keys per kernel call
 
 // Blocks of one sequence lie anywhere in the pool, so the hardware prefetchers, which follow
 // one stream within a page, start cold on every block: decode at 32 sequences spent ~20 % of
-// its time in attention waiting for keys and values. Blocks a few ahead are requested while
-// this one is computed (a 16-token block of one 64-dim head is 2 KiB of keys and 2 KiB of values
-// in f16; the kernel spends ~1-2k cycles on it with a group of query heads).
-// f32 cache: blocks requested ahead; an f16 cache requests the next kMaxKeys positions (4 blocks
-// of 16; 1 or 8 blocks ahead measured worse).
+// its time in attention waiting for keys and values. So keys and values are requested ahead of
+// the ones computed: an f32 cache kPrefetchBlocks blocks ahead, an f16 cache the next kMaxKeys
+// positions (4 blocks of 16 tokens, 2 KiB of keys and 2 KiB of values per 64-dim head; 1 or 8
+// blocks ahead measured worse).
 constexpr int64_t kPrefetchBlocks = 4;
 
 inline void prefetch_to_l2(const void* p, size_t bytes) {
@@ -95,11 +94,11 @@ void PagedAttention::run(const ModelConfig& config, size_t layer, const kv::Step
         const float* k_row = k + (i * n_kv + h) * hdk;
         const float* v_row = v + (i * n_kv + h) * hdv;
         if (f16) {
-          kernels::f32_to_f16_array(k_row, kv.key_f16(layer, block, h) + slot * hdk, hdk);
-          kernels::f32_to_f16_array(v_row, kv.value_f16(layer, block, h) + slot * hdv, hdv);
+          kernels::f32_to_f16_array(k_row, kv.key<uint16_t>(layer, block, h) + slot * hdk, hdk);
+          kernels::f32_to_f16_array(v_row, kv.value<uint16_t>(layer, block, h) + slot * hdv, hdv);
         } else {
-          std::memcpy(kv.key_f32(layer, block, h) + slot * hdk, k_row, hdk * sizeof(float));
-          std::memcpy(kv.value_f32(layer, block, h) + slot * hdv, v_row, hdv * sizeof(float));
+          std::memcpy(kv.key<float>(layer, block, h) + slot * hdk, k_row, hdk * sizeof(float));
+          std::memcpy(kv.value<float>(layer, block, h) + slot * hdv, v_row, hdv * sizeof(float));
         }
       }
     }
@@ -142,11 +141,16 @@ void PagedAttention::run(const ModelConfig& config, size_t layer, const kv::Step
 // blocks hold them, so one kernel call covers 64 keys even with 16-token blocks (the kernel's
 // per-call work per row, the max, exp and rescale, is paid 4x less often). Chunks start at
 // multiples of kMaxKeys in absolute positions: a row sees the same calls whatever its tile.
-template <class SetRanges>
+void PagedAttention::set_key_ranges(Scratch& s, int32_t n_rows, int64_t first, int32_t n_keys) {
+  for (int32_t r = 0; r < n_rows; ++r) {
+    s.key_begin[r] = static_cast<int32_t>(std::max<int64_t>(s.lo[r] - first, 0));
+    s.key_end[r] = static_cast<int32_t>(std::clamp<int64_t>(s.pos[r] + 1 - first, 0, n_keys));
+  }
+}
+
 void PagedAttention::run_f16_chunks(size_t layer, const kv::SequenceSlice& seq, KvStorage& kv,
                                     const Tile& tile, int64_t tile_lo, int64_t tile_hi,
-                                    kernels::AttentionTile& t, Scratch& s,
-                                    SetRanges&& set_ranges) const {
+                                    kernels::AttentionTile& t, Scratch& s) const {
   const int64_t bs = kv.block_size();
   const int64_t hdk = t.head_dim_k;
   const int64_t hdv = t.head_dim_v;
@@ -164,9 +168,9 @@ void PagedAttention::run_f16_chunks(size_t layer, const kv::SequenceSlice& seq, 
     if (first >= tile_hi) return;
     for_runs(std::max(first, tile_lo), std::min(first + kMaxKeys, tile_hi),
              [&](kv::BlockId block, int64_t slot, int64_t, int64_t n) {
-               prefetch_to_l2(kv.key_f16(layer, block, tile.kv_head) + slot * hdk,
+               prefetch_to_l2(kv.key<uint16_t>(layer, block, tile.kv_head) + slot * hdk,
                               n * hdk * sizeof(uint16_t));
-               prefetch_to_l2(kv.value_f16(layer, block, tile.kv_head) + slot * hdv,
+               prefetch_to_l2(kv.value<uint16_t>(layer, block, tile.kv_head) + slot * hdv,
                               n * hdv * sizeof(uint16_t));
              });
   };
@@ -179,13 +183,13 @@ void PagedAttention::run_f16_chunks(size_t layer, const kv::SequenceSlice& seq, 
     const int64_t lo = std::max(first, tile_lo);
     const int64_t hi = std::min(first + kMaxKeys, tile_hi);
     for_runs(lo, hi, [&](kv::BlockId block, int64_t slot, int64_t p, int64_t n) {
-      kernels::f16_to_f32_array(kv.key_f16(layer, block, tile.kv_head) + slot * hdk,
+      kernels::f16_to_f32_array(kv.key<uint16_t>(layer, block, tile.kv_head) + slot * hdk,
                                 s.k_f32.data() + (p - first) * hdk, n * hdk);
-      kernels::f16_to_f32_array(kv.value_f16(layer, block, tile.kv_head) + slot * hdv,
+      kernels::f16_to_f32_array(kv.value<uint16_t>(layer, block, tile.kv_head) + slot * hdv,
                                 s.v_f32.data() + (p - first) * hdv, n * hdv);
     });
     const auto n_keys = static_cast<int32_t>(hi - first);
-    set_ranges(first, n_keys);
+    set_key_ranges(s, t.n_rows, first, n_keys);
     kernels::attention_block(t, s.k_f32.data(), s.v_f32.data(), n_keys);
   }
 }
@@ -237,34 +241,28 @@ void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv:
   t.n_rows = n_rows;
   t.head_dim_k = hdk;
   t.head_dim_v = hdv;
-  auto set_ranges = [&](int64_t first, int32_t n_keys) {
-    for (int32_t r = 0; r < n_rows; ++r) {
-      s.key_begin[r] = static_cast<int32_t>(std::max<int64_t>(s.lo[r] - first, 0));
-      s.key_end[r] = static_cast<int32_t>(std::clamp<int64_t>(s.pos[r] + 1 - first, 0, n_keys));
-    }
-  };
   if (kv.type() == kv::KvCacheType::kF16) {
-    run_f16_chunks(layer, seq, kv, tile, tile_lo, tile_hi, t, s, set_ranges);
+    run_f16_chunks(layer, seq, kv, tile, tile_lo, tile_hi, t, s);
   } else {
     const int64_t b_begin = tile_lo / bs;
     const int64_t b_end = (tile_hi + bs - 1) / bs;
     auto prefetch_block = [&](int64_t b) {
       if (b >= b_end) return;
       const kv::BlockId block = seq.block_table[b];
-      prefetch_to_l2(kv.key_f32(layer, block, tile.kv_head), bs * hdk * sizeof(float));
-      prefetch_to_l2(kv.value_f32(layer, block, tile.kv_head), bs * hdv * sizeof(float));
+      prefetch_to_l2(kv.key<float>(layer, block, tile.kv_head), bs * hdk * sizeof(float));
+      prefetch_to_l2(kv.value<float>(layer, block, tile.kv_head), bs * hdv * sizeof(float));
     };
     for (int64_t d = 0; d < kPrefetchBlocks; ++d) prefetch_block(b_begin + d);
     for (int64_t b = b_begin; b < b_end; ++b) {
       const kv::BlockId block = seq.block_table[b];
-      const float* kb = kv.key_f32(layer, block, tile.kv_head);
-      const float* vb = kv.value_f32(layer, block, tile.kv_head);
+      const float* kb = kv.key<float>(layer, block, tile.kv_head);
+      const float* vb = kv.value<float>(layer, block, tile.kv_head);
       prefetch_block(b + kPrefetchBlocks);
       for (int32_t sub = 0; sub < bs; sub += kMaxKeys) {
         const int64_t first = b * bs + sub;  // position of the sub-block's key 0
         const int32_t n_keys = std::min(kMaxKeys, bs - sub);
         if (first >= tile_hi || first + n_keys <= tile_lo) continue;
-        set_ranges(first, n_keys);
+        set_key_ranges(s, n_rows, first, n_keys);
         kernels::attention_block(t, kb + sub * hdk, vb + sub * hdv, n_keys);
       }
     }

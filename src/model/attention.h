@@ -51,10 +51,11 @@ class PagedAttention {
 
   void run_tile(const ModelConfig& config, size_t layer, const kv::StepBatch& batch, KvStorage& kv,
                 const Tile& tile, const float* q, float* out, Scratch& s) const;
-  template <class SetRanges>
   void run_f16_chunks(size_t layer, const kv::SequenceSlice& seq, KvStorage& kv, const Tile& tile,
-                      int64_t tile_lo, int64_t tile_hi, kernels::AttentionTile& t, Scratch& s,
-                      SetRanges&& set_ranges) const;
+                      int64_t tile_lo, int64_t tile_hi, kernels::AttentionTile& t,
+                      Scratch& s) const;
+  // Each row's visible keys [key_begin, key_end) within the n_keys keys from position `first`.
+  static void set_key_ranges(Scratch& s, int32_t n_rows, int64_t first, int32_t n_keys);
 
   int32_t max_tokens_ = 0;
   int n_threads_ = 0;

@@ -37,15 +37,15 @@ TEST(KvStorage, AccessorsOfTheOtherTypeThrow) {
   const ModelConfig c = two_layer_config();
   KvStorage f32(c, 4, 2, kv::KvCacheType::kF32);
   KvStorage f16(c, 4, 2, kv::KvCacheType::kF16);
-  EXPECT_NO_THROW(f32.key_f32(0, 1, 1));
-  EXPECT_NO_THROW(f16.value_f16(1, 1, 0));
+  EXPECT_NO_THROW(f32.key<float>(0, 1, 1));
+  EXPECT_NO_THROW(f16.value<uint16_t>(1, 1, 0));
   try {
-    f32.key_f16(0, 0, 0);
+    f32.key<uint16_t>(0, 0, 0);
     FAIL() << "an f32 store was read as f16";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("holds f32"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(f16.value_f32(0, 0, 0), Error);
+  EXPECT_THROW(f16.value<float>(0, 0, 0), Error);
 }
 
 TEST(KvStorage, TypesItCannotStoreAreRefusedByName) {
@@ -74,8 +74,8 @@ TEST(KvStorage, BlocksAndHeadsAreDisjointAndCopiesAreWhole) {
   for (size_t layer = 0; layer < 2; ++layer) {
     for (int32_t b = 0; b < 3; ++b) {
       for (uint64_t h = 0; h < c.n_kv_heads[layer]; ++h) {
-        for (int i = 0; i < bs * 8; ++i) s.key_f16(layer, b, h)[i] = tag(layer, b, h, false);
-        for (int i = 0; i < bs * 4; ++i) s.value_f16(layer, b, h)[i] = tag(layer, b, h, true);
+        for (int i = 0; i < bs * 8; ++i) s.key<uint16_t>(layer, b, h)[i] = tag(layer, b, h, false);
+        for (int i = 0; i < bs * 4; ++i) s.value<uint16_t>(layer, b, h)[i] = tag(layer, b, h, true);
       }
     }
   }
@@ -85,10 +85,10 @@ TEST(KvStorage, BlocksAndHeadsAreDisjointAndCopiesAreWhole) {
       const int32_t from = b == 0 ? 2 : b;
       for (uint64_t h = 0; h < c.n_kv_heads[layer]; ++h) {
         for (int i = 0; i < bs * 8; ++i) {
-          ASSERT_EQ(s.key_f16(layer, b, h)[i], tag(layer, from, h, false));
+          ASSERT_EQ(s.key<uint16_t>(layer, b, h)[i], tag(layer, from, h, false));
         }
         for (int i = 0; i < bs * 4; ++i) {
-          ASSERT_EQ(s.value_f16(layer, b, h)[i], tag(layer, from, h, true));
+          ASSERT_EQ(s.value<uint16_t>(layer, b, h)[i], tag(layer, from, h, true));
         }
       }
     }

@@ -8,13 +8,15 @@
 // once, up front, on huge pages (util/huge_page_buffer.h: attention streams one head block
 // after another from scattered blocks) and touched on first use.
 //
-// Contract: key_f32()/value_f32() only for an f32 store and key_f16()/value_f16() only for an
-// f16 one (they throw llms::Error(kInvalidArgument) otherwise: a type mix-up would read garbage).
+// Contract: key<float>()/value<float>() only for an f32 store and key<uint16_t>()/value<uint16_t>()
+// only for an f16 one (they throw llms::Error(kInvalidArgument) otherwise: a type mix-up would
+// read garbage).
 // The constructor refuses the types it cannot store (bf16, int8, fp8) by name.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "kv/kv_budget.h"
@@ -40,25 +42,24 @@ class KvStorage {
   static size_t bytes_per_block(const ModelConfig& config, int32_t block_size,
                                 kv::KvCacheType type = kv::KvCacheType::kF32);
 
-  // Start of one head's block of keys/values: block_size rows of head_dim elements.
-  float* key_f32(size_t layer, int32_t block, uint64_t kv_head) {
-    return static_cast<float*>(
-        at(keys_, kv::KvCacheType::kF32, layer, block, kv_head, head_dim_k_));
+  // Start of one head's block of keys/values: block_size rows of head_dim elements, as T = float
+  // (an f32 store) or T = uint16_t (an f16 store, IEEE half bits).
+  template <class T>
+  T* key(size_t layer, int32_t block, uint64_t kv_head) {
+    return static_cast<T*>(at(keys_, element_type<T>(), layer, block, kv_head, head_dim_k_));
   }
-  float* value_f32(size_t layer, int32_t block, uint64_t kv_head) {
-    return static_cast<float*>(
-        at(values_, kv::KvCacheType::kF32, layer, block, kv_head, head_dim_v_));
-  }
-  uint16_t* key_f16(size_t layer, int32_t block, uint64_t kv_head) {
-    return static_cast<uint16_t*>(
-        at(keys_, kv::KvCacheType::kF16, layer, block, kv_head, head_dim_k_));
-  }
-  uint16_t* value_f16(size_t layer, int32_t block, uint64_t kv_head) {
-    return static_cast<uint16_t*>(
-        at(values_, kv::KvCacheType::kF16, layer, block, kv_head, head_dim_v_));
+  template <class T>
+  T* value(size_t layer, int32_t block, uint64_t kv_head) {
+    return static_cast<T*>(at(values_, element_type<T>(), layer, block, kv_head, head_dim_v_));
   }
 
  private:
+  template <class T>
+  static constexpr kv::KvCacheType element_type() {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, uint16_t>,
+                  "KV elements are float (f32) or uint16_t (f16)");
+    return std::is_same_v<T, float> ? kv::KvCacheType::kF32 : kv::KvCacheType::kF16;
+  }
   void* at(const HugePageBuffer& store, kv::KvCacheType want, size_t layer, int32_t block,
            uint64_t kv_head, uint64_t dim) const {
     if (want != type_) throw_type_mismatch(want);

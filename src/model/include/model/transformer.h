@@ -34,8 +34,8 @@ enum class WeightMode { kInPlace, kDequantizedF32 };
 
 class Transformer {
  public:
-  // `file` must outlive the Transformer (weights are views into its mmap, except the matrices
-  // repacked into row groups at load, which it owns: kernels/row_groups.h).
+  // `file` must outlive the Transformer: the embedding table (and in the F32 mode nothing else)
+  // stays a view into its mmap; the matrices decode streams are moved into an arena it owns.
   Transformer(const gguf::GgufFile& file, int n_threads, WeightMode mode = WeightMode::kInPlace);
   ~Transformer();
   Transformer(const Transformer&) = delete;
