@@ -39,7 +39,9 @@ constexpr size_t kActChunkBytes = 256 * 1024;  // activation rows walked per wei
 const Kernel* find_kernel(const QuantMatrix& w, Isa isa) {
   const GgmlType type = w.type;
   if (w.layout == WeightLayout::kRowGroups16) {
-    const Kernel* kernel = isa == Isa::kAvx512 ? detail::find_grouped_avx512(type) : nullptr;
+    const Kernel* kernel = isa == Isa::kAvx512 ? detail::find_grouped_avx512(type)
+                           : isa == Isa::kAvx2 ? detail::find_grouped_avx2(type)
+                                               : nullptr;
     return kernel != nullptr ? kernel : detail::find_grouped_scalar(type);
   }
   const Kernel* kernel = nullptr;

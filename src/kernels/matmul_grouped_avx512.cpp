@@ -45,11 +45,13 @@ struct Grouped {
         v[p + 4] = _mm512_and_si512(_mm512_srli_epi16(q, 4), low);
       }
       if constexpr (kType == gguf::GgmlType::kQ5_0) {
+        // Bit j of byte k of the fifth-bit vector belongs to byte k of v[j].
+        const __m512i bits = loadu512(gb + kGroupScaleBytes);
         const __m512i fifth = _mm512_set1_epi8(0x10);
         for (int j = 0; j < 8; ++j) {
-          uint64_t bits;
-          std::memcpy(&bits, gb + kGroupScaleBytes + 8 * j, 8);
-          v[j] = _mm512_mask_add_epi8(v[j], _cvtu64_mask64(bits), v[j], fifth);
+          const __mmask64 set =
+              _mm512_test_epi8_mask(bits, _mm512_set1_epi8(static_cast<char>(1 << j)));
+          v[j] = _mm512_mask_add_epi8(v[j], set, v[j], fifth);
         }
       }
     }
@@ -221,8 +223,8 @@ void q4k_tile(const Tile& t, size_t prefetch_bytes) {
           even = _mm512_dpbusd_epi32(even, v[q], broadcast4(qs + 4 * q));
           odd = _mm512_dpbusd_epi32(odd, v[q + 1], broadcast4(qs + 4 * q + 4));
         }
-        isum[n] = _mm512_add_epi32(
-            isum[n], _mm512_mullo_epi32(_mm512_add_epi32(even, odd), sm.scale[j]));
+        isum[n] =
+            _mm512_add_epi32(isum[n], _mm512_mullo_epi32(_mm512_add_epi32(even, odd), sm.scale[j]));
       }
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));

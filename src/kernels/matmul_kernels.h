@@ -130,6 +130,7 @@ const Kernel* find_kernel_avx512(gguf::GgmlType type);
 // Q4_K) for the GEMV and the GEMM alike. The scalar table has every grouped type; nullptr
 // otherwise.
 const Kernel* find_grouped_scalar(gguf::GgmlType type);
+const Kernel* find_grouped_avx2(gguf::GgmlType type);
 const Kernel* find_grouped_avx512(gguf::GgmlType type);
 
 // Per-family tables behind find_kernel_avx2 / find_kernel_avx512.

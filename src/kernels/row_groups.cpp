@@ -30,7 +30,10 @@ bool group_rows_supported(gguf::GgmlType type) {
 }
 
 bool group_rows_pays(gguf::GgmlType type, Isa isa) {
-  return isa == Isa::kAvx512 && isa_supported(isa) && detail::find_grouped_avx512(type) != nullptr;
+  if (!isa_supported(isa)) return false;
+  if (isa == Isa::kAvx512) return detail::find_grouped_avx512(type) != nullptr;
+  if (isa == Isa::kAvx2) return detail::find_grouped_avx2(type) != nullptr;
+  return false;
 }
 
 size_t grouped_bytes(const QuantMatrix& w) {

@@ -4,8 +4,9 @@
 //
 // Block b of a group is 16 * sizeof(Block) bytes at group + b * 16 * sizeof(Block):
 //   [0, 32)      the f16 scale d of row i at 2 * i;
-//   Q5_0 only, [32, 96): eight little-endian 64-bit masks; bit 4 * i + t of mask j is the fifth
-//                bit of row i's value 4 * j + t;
+//   Q5_0 only, [32, 96): the fifth bits, transposed to match the quant vectors: bit j of byte
+//                4 * i + t is the fifth bit of row i's value 4 * j + t (so one shift or bit
+//                test per vector j gives the fifth bits of all its bytes);
 //   then the quants as 64-byte vectors, byte 4 * i + t of each from row i:
 //     Q4_0, Q5_0: 4 vectors; vector p holds row i's qs[4 * p + t], so its low nibbles are
 //                 values 4p..4p+3 and its high nibbles values 16+4p..16+4p+3;
@@ -31,7 +32,7 @@ namespace llms::kernels::detail {
 
 inline constexpr int kGroupRows = kRowGroupRows;
 inline constexpr size_t kGroupScaleBytes = 2 * kGroupRows;
-inline constexpr size_t kGroupMaskBytes = 8 * sizeof(uint64_t);  // Q5_0's fifth bits
+inline constexpr size_t kGroupMaskBytes = 4 * kGroupRows;  // Q5_0's fifth bits: a byte per 4j+t
 
 // sizeof the type's GGUF block (0 for a type without the grouped layout).
 constexpr size_t grouped_type_block_bytes(gguf::GgmlType type) {
@@ -84,12 +85,10 @@ inline void put_row_block(gguf::GgmlType type, const uint8_t* block, int i, uint
   if (type == gguf::GgmlType::kQ5_0) {
     uint32_t qh;
     std::memcpy(&qh, block + 2, 4);
-    for (int j = 0; j < 8; ++j) {
-      uint64_t mask;
-      std::memcpy(&mask, gb + kGroupScaleBytes + 8 * j, 8);
-      mask &= ~(uint64_t{0xf} << (4 * i));
-      mask |= static_cast<uint64_t>((qh >> (4 * j)) & 0xfu) << (4 * i);
-      std::memcpy(gb + kGroupScaleBytes + 8 * j, &mask, 8);
+    for (int t = 0; t < 4; ++t) {
+      uint8_t bits = 0;
+      for (int j = 0; j < 8; ++j) bits |= static_cast<uint8_t>(((qh >> (4 * j + t)) & 1u) << j);
+      gb[kGroupScaleBytes + 4 * i + t] = bits;
     }
   }
 }
@@ -114,10 +113,9 @@ inline void get_row_block(gguf::GgmlType type, const uint8_t* gb, int i, uint8_t
   for (int p = 0; p < 4; ++p) std::memcpy(block + qs + 4 * p, quants + 64 * p + 4 * i, 4);
   if (type == gguf::GgmlType::kQ5_0) {
     uint32_t qh = 0;
-    for (int j = 0; j < 8; ++j) {
-      uint64_t mask;
-      std::memcpy(&mask, gb + kGroupScaleBytes + 8 * j, 8);
-      qh |= static_cast<uint32_t>((mask >> (4 * i)) & 0xfu) << (4 * j);
+    for (int t = 0; t < 4; ++t) {
+      const uint8_t bits = gb[kGroupScaleBytes + 4 * i + t];
+      for (int j = 0; j < 8; ++j) qh |= static_cast<uint32_t>((bits >> j) & 1u) << (4 * j + t);
     }
     std::memcpy(block + 2, &qh, 4);
   }
