@@ -16,6 +16,8 @@
 // subtracted for the unsigned weights: 8, 16) and the f32 step is the same expression,
 // acc = fma(float(idot), dw * da, acc), block after block, so a grouped matrix gives bit for bit
 // what the row layout gives on the AVX2 table, GEMV and GEMM alike.
+#include <type_traits>
+
 #include "matmul_kernels.h"
 #include "row_groups_layout.h"
 #include "simd_avx2.h"
@@ -27,6 +29,7 @@ using namespace avx2;
 
 constexpr int kHalfRows = kGroupRows / 2;
 
+// Q4_0 and Q5_0 (unsigned weights with an offset).
 template <gguf::GgmlType kType>
 struct Grouped {
   static constexpr bool kHasFifthBit = kType == gguf::GgmlType::kQ5_0;
@@ -81,6 +84,44 @@ inline __m256 block_step(const __m256i (&v)[8], __m256 dw, const ActQ8& a, __m25
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(a.d)), acc);
 }
 
+// Q8_0 (signed weights, no offset). Its unpacked form is |w| (the unsigned operand of
+// vpmaddubsw); w itself is read from the block again for the sign of each product: |w| * (a
+// with w's sign). |w| <= 128 and |a| <= 127, so a pair sum fits in int16 but two do not: one
+// vpmaddwd per vector.
+struct GroupedQ8_0 {
+  static constexpr size_t kBlockBytes = kGroupRows * sizeof(quant::BlockQ8_0);
+  static const uint8_t* quants(const uint8_t* gb, int h) { return gb + kGroupScaleBytes + 32 * h; }
+
+  static void unpack(const uint8_t* gb, int h, __m256i (&v)[8]) {
+    for (int j = 0; j < 8; ++j) v[j] = _mm256_abs_epi8(loadu256(quants(gb, h) + 64 * j));
+  }
+
+  static __m256 scales(const uint8_t* gb, int h) { return _mm256_cvtph_ps(loadu128(gb + 16 * h)); }
+};
+
+inline __m256 block_step_q8_0(const __m256i (&w_abs)[8], const uint8_t* w, __m256 dw,
+                              const ActQ8& a, __m256 acc) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const auto* q = reinterpret_cast<const uint8_t*>(a.qs);
+  __m256i sum = _mm256_setzero_si256();
+  for (int j = 0; j < 8; ++j) {
+    const __m256i signed_a = _mm256_sign_epi8(broadcast_u32(q + 4 * j), loadu256(w + 64 * j));
+    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs[j], signed_a), ones));
+  }
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(a.d)), acc);
+}
+
+// One block step of kernel F (a Grouped<> or GroupedQ8_0) for half h of grouped block gb.
+template <class F>
+inline __m256 step(const __m256i (&v)[8], const uint8_t* gb, int h, __m256 dw, const ActQ8& a,
+                   __m256 acc) {
+  if constexpr (std::is_same_v<F, GroupedQ8_0>) {
+    return block_step_q8_0(v, F::quants(gb, h), dw, a, acc);
+  } else {
+    return block_step<F>(v, dw, a, acc);
+  }
+}
+
 // The first n of 8 lanes of acc to y (a partial last group has fewer than 16 rows).
 inline void store_rows(__m256 acc, int n, float* y) {
   if (n >= kHalfRows) return _mm256_storeu_ps(y, acc);
@@ -92,9 +133,8 @@ inline void store_rows(__m256 acc, int n, float* y) {
 // Bytes ahead (address order) the GEMV prefetches: a group's blocks are one stream.
 constexpr size_t kGemvPrefetchBytes = 2048;
 
-template <gguf::GgmlType kType>
+template <class F>
 void gemv(const Tile& t) {
-  using F = Grouped<kType>;
   const int64_t n_blocks = t.n_cols / quant::kQK;
   const auto* act = reinterpret_cast<const ActQ8*>(t.a);
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -104,7 +144,7 @@ void gemv(const Tile& t) {
     for (int h = 0; h < 2; ++h) {
       __m256i v[8];
       F::unpack(gb, h, v);
-      acc[h] = block_step<F>(v, F::scales(gb, h), act[b], acc[h]);
+      acc[h] = step<F>(v, gb, h, F::scales(gb, h), act[b], acc[h]);
     }
   }
   store_rows(acc[0], t.n_w, t.y);
@@ -118,9 +158,8 @@ constexpr int kGemmActRows = 8;
 // The GEMM streams each group once from memory (later activation tiles find it in cache).
 constexpr size_t kGemmPrefetchBytes = 2048;
 
-template <gguf::GgmlType kType, int NA>
+template <class F, int NA>
 void gemm_tile(const Tile& t) {
-  using F = Grouped<kType>;
   const int64_t n_blocks = t.n_cols / quant::kQK;
   __m256 acc[2][NA];
   for (int h = 0; h < 2; ++h) {
@@ -135,7 +174,7 @@ void gemm_tile(const Tile& t) {
       const __m256 dw = F::scales(gb, h);
       for (int n = 0; n < NA; ++n) {
         const auto* a = reinterpret_cast<const ActQ8*>(t.a + n * t.a_stride) + b;
-        acc[h][n] = block_step<F>(v, dw, *a, acc[h][n]);
+        acc[h][n] = step<F>(v, gb, h, dw, *a, acc[h][n]);
       }
     }
   }
@@ -146,19 +185,19 @@ void gemm_tile(const Tile& t) {
   }
 }
 
-template <gguf::GgmlType kType>
+template <class F>
 void gemm(const Tile& t) {
-  dispatch_tile<1, kGemmActRows>(t,
-                                 [&t](auto, auto n) { gemm_tile<kType, decltype(n)::value>(t); });
+  dispatch_tile<1, kGemmActRows>(t, [&t](auto, auto n) { gemm_tile<F, decltype(n)::value>(t); });
 }
 
-template <gguf::GgmlType kType>
+template <class F>
 constexpr Kernel make() {
-  return Kernel{ActKind::kQ8, kGroupRows, kGroupRows, kGemmActRows, &gemv<kType>, &gemm<kType>};
+  return Kernel{ActKind::kQ8, kGroupRows, kGroupRows, kGemmActRows, &gemv<F>, &gemm<F>};
 }
 
-constexpr Kernel q4_0 = make<gguf::GgmlType::kQ4_0>();
-constexpr Kernel q5_0 = make<gguf::GgmlType::kQ5_0>();
+constexpr Kernel q4_0 = make<Grouped<gguf::GgmlType::kQ4_0>>();
+constexpr Kernel q5_0 = make<Grouped<gguf::GgmlType::kQ5_0>>();
+constexpr Kernel q8_0 = make<GroupedQ8_0>();
 
 }  // namespace
 
@@ -168,6 +207,8 @@ const Kernel* find_grouped_avx2(gguf::GgmlType type) {
       return &q4_0;
     case gguf::GgmlType::kQ5_0:
       return &q5_0;
+    case gguf::GgmlType::kQ8_0:
+      return &q8_0;
     default:
       return nullptr;
   }

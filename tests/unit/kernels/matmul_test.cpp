@@ -584,7 +584,7 @@ TEST(MatmulRowGroups, RefusesWhatHasNoLayout) {
   EXPECT_FALSE(group_rows_supported(GgmlType::kQ6_K));
   EXPECT_FALSE(group_rows_pays(GgmlType::kQ6_K, Isa::kAvx512));
   EXPECT_EQ(group_rows_pays(GgmlType::kQ5_0, Isa::kAvx2), isa_supported(Isa::kAvx2));
-  EXPECT_FALSE(group_rows_pays(GgmlType::kQ8_0, Isa::kAvx2));
+  EXPECT_FALSE(group_rows_pays(GgmlType::kQ4_K, Isa::kAvx2));
   EXPECT_EQ(group_rows_pays(GgmlType::kQ5_0, Isa::kAvx512), isa_supported(Isa::kAvx512));
   EXPECT_THROW(group_rows(k.matrix, store.data()), Error);
   const Weights q = make_weights(GgmlType::kQ8_0, 16, 64, 0, rng);
