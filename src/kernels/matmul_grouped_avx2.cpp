@@ -1,6 +1,7 @@
-// kernels/matmul_grouped_avx2: AVX2 GEMV and GEMM tiles for Q4_0 and Q5_0 matrices in 16-row
-// groups (WeightLayout::kRowGroups16; bytes in row_groups_layout.h), taken as two halves of 8
-// rows.
+// kernels/matmul_grouped_avx2: AVX2 GEMV and GEMM tiles for Q4_0, Q5_0 and Q8_0 matrices in
+// 16-row groups (WeightLayout::kRowGroups16; bytes in row_groups_layout.h), taken as two halves
+// of 8 rows. Each kernel type (Grouped<Q4_0 / Q5_0>, GroupedQ8_0) gives unpack (a half block to
+// 8 vectors) and step (one activation block against them); the tiles are shared.
 //
 // One ymm holds 4 consecutive weights of each of a half's 8 rows (unsigned, 0..15 / 0..31), and
 // vpmaddubsw against 4 activation bytes broadcast from memory gives each row's two pair sums in
@@ -16,8 +17,6 @@
 // subtracted for the unsigned weights: 8, 16) and the f32 step is the same expression,
 // acc = fma(float(idot), dw * da, acc), block after block, so a grouped matrix gives bit for bit
 // what the row layout gives on the AVX2 table, GEMV and GEMM alike.
-#include <type_traits>
-
 #include "matmul_kernels.h"
 #include "row_groups_layout.h"
 #include "simd_avx2.h"
@@ -28,6 +27,11 @@ namespace {
 using namespace avx2;
 
 constexpr int kHalfRows = kGroupRows / 2;
+
+// The f32 scales of the 8 rows of half h of grouped block gb.
+inline __m256 half_scales(const uint8_t* gb, int h) {
+  return _mm256_cvtph_ps(loadu128(gb + 16 * h));
+}
 
 // Q4_0 and Q5_0 (unsigned weights with an offset).
 template <gguf::GgmlType kType>
@@ -63,26 +67,23 @@ struct Grouped {
     }
   }
 
-  // The f32 scales of the 8 rows of half h.
-  static __m256 scales(const uint8_t* gb, int h) { return _mm256_cvtph_ps(loadu128(gb + 16 * h)); }
-};
-
-// acc += the f32 step of activation block a against a half's unpacked block v (scales dw).
-template <class F>
-inline __m256 block_step(const __m256i (&v)[8], __m256 dw, const ActQ8& a, __m256 acc) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  const auto* q = reinterpret_cast<const uint8_t*>(a.qs);
-  __m256i sum = _mm256_setzero_si256();
-  for (int j0 = 0; j0 < 8; j0 += F::kSum16) {
-    __m256i s16 = _mm256_maddubs_epi16(v[j0], broadcast_u32(q + 4 * j0));
-    for (int j = j0 + 1; j < j0 + F::kSum16; ++j) {
-      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(v[j], broadcast_u32(q + 4 * j)));
+  // acc += the f32 step of activation block a against half h's unpacked block v (scales dw).
+  static __m256 step(const __m256i (&v)[8], const uint8_t* /*gb*/, int /*h*/, __m256 dw,
+                     const ActQ8& a, __m256 acc) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const auto* q = reinterpret_cast<const uint8_t*>(a.qs);
+    __m256i sum = _mm256_setzero_si256();
+    for (int j0 = 0; j0 < 8; j0 += kSum16) {
+      __m256i s16 = _mm256_maddubs_epi16(v[j0], broadcast_u32(q + 4 * j0));
+      for (int j = j0 + 1; j < j0 + kSum16; ++j) {
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(v[j], broadcast_u32(q + 4 * j)));
+      }
+      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(s16, ones));
     }
-    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(s16, ones));
+    const __m256i dot = _mm256_sub_epi32(sum, _mm256_set1_epi32(a.sum << kOffsetShift));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(a.d)), acc);
   }
-  const __m256i dot = _mm256_sub_epi32(sum, _mm256_set1_epi32(a.sum << F::kOffsetShift));
-  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(a.d)), acc);
-}
+};
 
 // Q8_0 (signed weights, no offset). Its unpacked form is |w| (the unsigned operand of
 // vpmaddubsw); w itself is read from the block again for the sign of each product: |w| * (a
@@ -96,31 +97,20 @@ struct GroupedQ8_0 {
     for (int j = 0; j < 8; ++j) v[j] = _mm256_abs_epi8(loadu256(quants(gb, h) + 64 * j));
   }
 
-  static __m256 scales(const uint8_t* gb, int h) { return _mm256_cvtph_ps(loadu128(gb + 16 * h)); }
+  static __m256 step(const __m256i (&w_abs)[8], const uint8_t* gb, int h, __m256 dw, const ActQ8& a,
+                     __m256 acc) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const auto* q = reinterpret_cast<const uint8_t*>(a.qs);
+    const uint8_t* w = quants(gb, h);
+    __m256i sum = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      const __m256i signed_a = _mm256_sign_epi8(broadcast_u32(q + 4 * j), loadu256(w + 64 * j));
+      sum =
+          _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs[j], signed_a), ones));
+    }
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(a.d)), acc);
+  }
 };
-
-inline __m256 block_step_q8_0(const __m256i (&w_abs)[8], const uint8_t* w, __m256 dw,
-                              const ActQ8& a, __m256 acc) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  const auto* q = reinterpret_cast<const uint8_t*>(a.qs);
-  __m256i sum = _mm256_setzero_si256();
-  for (int j = 0; j < 8; ++j) {
-    const __m256i signed_a = _mm256_sign_epi8(broadcast_u32(q + 4 * j), loadu256(w + 64 * j));
-    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs[j], signed_a), ones));
-  }
-  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(a.d)), acc);
-}
-
-// One block step of kernel F (a Grouped<> or GroupedQ8_0) for half h of grouped block gb.
-template <class F>
-inline __m256 step(const __m256i (&v)[8], const uint8_t* gb, int h, __m256 dw, const ActQ8& a,
-                   __m256 acc) {
-  if constexpr (std::is_same_v<F, GroupedQ8_0>) {
-    return block_step_q8_0(v, F::quants(gb, h), dw, a, acc);
-  } else {
-    return block_step<F>(v, dw, a, acc);
-  }
-}
 
 // The first n of 8 lanes of acc to y (a partial last group has fewer than 16 rows).
 inline void store_rows(__m256 acc, int n, float* y) {
@@ -144,7 +134,7 @@ void gemv(const Tile& t) {
     for (int h = 0; h < 2; ++h) {
       __m256i v[8];
       F::unpack(gb, h, v);
-      acc[h] = step<F>(v, gb, h, F::scales(gb, h), act[b], acc[h]);
+      acc[h] = F::step(v, gb, h, half_scales(gb, h), act[b], acc[h]);
     }
   }
   store_rows(acc[0], t.n_w, t.y);
@@ -171,10 +161,10 @@ void gemm_tile(const Tile& t) {
     for (int h = 0; h < 2; ++h) {
       __m256i v[8];
       F::unpack(gb, h, v);
-      const __m256 dw = F::scales(gb, h);
+      const __m256 dw = half_scales(gb, h);
       for (int n = 0; n < NA; ++n) {
         const auto* a = reinterpret_cast<const ActQ8*>(t.a + n * t.a_stride) + b;
-        acc[h][n] = step<F>(v, gb, h, dw, *a, acc[h][n]);
+        acc[h][n] = F::step(v, gb, h, dw, *a, acc[h][n]);
       }
     }
   }
