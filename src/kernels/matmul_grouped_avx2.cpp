@@ -120,34 +120,15 @@ inline void store_rows(__m256 acc, int n, float* y) {
   for (int i = 0; i < n; ++i) y[i] = lanes[i];
 }
 
-// Bytes ahead (address order) the GEMV prefetches: a group's blocks are one stream.
-constexpr size_t kGemvPrefetchBytes = 2048;
-
-template <class F>
-void gemv(const Tile& t) {
-  const int64_t n_blocks = t.n_cols / quant::kQK;
-  const auto* act = reinterpret_cast<const ActQ8*>(t.a);
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const uint8_t* gb = t.w + b * F::kBlockBytes;
-    prefetch(gb + kGemvPrefetchBytes, F::kBlockBytes);
-    for (int h = 0; h < 2; ++h) {
-      __m256i v[8];
-      F::unpack(gb, h, v);
-      acc[h] = F::step(v, gb, h, half_scales(gb, h), act[b], acc[h]);
-    }
-  }
-  store_rows(acc[0], t.n_w, t.y);
-  if (t.n_w > kHalfRows) store_rows(acc[1], t.n_w - kHalfRows, t.y + kHalfRows);
-}
-
 // Activation rows per GEMM tile. The unpacked half block (8 ymm) stays in registers for all of
 // them; the accumulators live in memory between blocks (each is touched once per block).
 constexpr int kGemmActRows = 8;
 
-// The GEMM streams each group once from memory (later activation tiles find it in cache).
-constexpr size_t kGemmPrefetchBytes = 2048;
+// Bytes ahead (address order) a tile prefetches: a group's blocks are one stream, read from
+// memory once (later activation tiles of a GEMM find it in cache).
+constexpr size_t kPrefetchBytes = 2048;
 
+// 16 weight rows (one group) x NA activation rows; the GEMV is NA = 1.
 template <class F, int NA>
 void gemm_tile(const Tile& t) {
   const int64_t n_blocks = t.n_cols / quant::kQK;
@@ -157,7 +138,7 @@ void gemm_tile(const Tile& t) {
   }
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* gb = t.w + b * F::kBlockBytes;
-    prefetch(gb + kGemmPrefetchBytes, F::kBlockBytes);
+    prefetch(gb + kPrefetchBytes, F::kBlockBytes);
     for (int h = 0; h < 2; ++h) {
       __m256i v[8];
       F::unpack(gb, h, v);
@@ -182,7 +163,7 @@ void gemm(const Tile& t) {
 
 template <class F>
 constexpr Kernel make() {
-  return Kernel{ActKind::kQ8, kGroupRows, kGroupRows, kGemmActRows, &gemv<F>, &gemm<F>};
+  return Kernel{ActKind::kQ8, kGroupRows, kGroupRows, kGemmActRows, &gemm_tile<F, 1>, &gemm<F>};
 }
 
 constexpr Kernel q4_0 = make<Grouped<gguf::GgmlType::kQ4_0>>();

@@ -137,10 +137,6 @@ void PagedAttention::run(const ModelConfig& config, size_t layer, const kv::Step
   });
 }
 
-// An f16 cache is widened into the tile's scratch kMaxKeys positions at a time, from whichever
-// blocks hold them, so one kernel call covers 64 keys even with 16-token blocks (the kernel's
-// per-call work per row, the max, exp and rescale, is paid 4x less often). Chunks start at
-// multiples of kMaxKeys in absolute positions: a row sees the same calls whatever its tile.
 void PagedAttention::set_key_ranges(Scratch& s, int32_t n_rows, int64_t first, int32_t n_keys) {
   for (int32_t r = 0; r < n_rows; ++r) {
     s.key_begin[r] = static_cast<int32_t>(std::max<int64_t>(s.lo[r] - first, 0));
@@ -148,6 +144,10 @@ void PagedAttention::set_key_ranges(Scratch& s, int32_t n_rows, int64_t first, i
   }
 }
 
+// An f16 cache is widened into the tile's scratch kMaxKeys positions at a time, from whichever
+// blocks hold them, so one kernel call covers 64 keys even with 16-token blocks (the kernel's
+// per-call work per row, the max, exp and rescale, is paid 4x less often). Chunks start at
+// multiples of kMaxKeys in absolute positions: a row sees the same calls whatever its tile.
 void PagedAttention::run_f16_chunks(size_t layer, const kv::SequenceSlice& seq, KvStorage& kv,
                                     const Tile& tile, int64_t tile_lo, int64_t tile_hi,
                                     kernels::AttentionTile& t, Scratch& s) const {
