@@ -23,6 +23,7 @@
 #include "model/kv_storage.h"
 #include "model/transformer.h"
 #include "model_registry.h"
+#include "sampling/sampler.h"
 #include "util/error.h"
 #include "util/huge_page_buffer.h"
 #include "util/thread_pool.h"
@@ -138,8 +139,7 @@ int bench_model(const BenchModelOptions& opts) {
     t = Clock::now();
     for (int32_t i = 0; i < opts.n_gen; ++i) {
       batch.clear();
-      one[0] =
-          static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      one[0] = sampling::argmax(logits);
       batch.add_sequence(0, one, n_cached++, table, true);
       model.forward(batch, kv, logits.data());
     }

@@ -1,5 +1,7 @@
 #include "sampling/sampler.h"
 
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -20,6 +22,60 @@ namespace {
 constexpr size_t kNucleusPrefix = 256;
 
 }  // namespace
+
+int32_t argmax(std::span<const float> values) {
+  const auto n = static_cast<int64_t>(values.size());
+  const float* x = values.data();
+  // Lane l of vector k follows values 16j + 4k + l: a strict > keeps each lane's first maximum.
+  // SSE2 (every x86-64 CPU): the module is built for the baseline ISA.
+  constexpr int64_t kLanes = 16;
+  if (n < kLanes) {
+    return n == 0 ? -1 : static_cast<int32_t>(std::max_element(x, x + n) - x);
+  }
+  __m128 best[4];
+  __m128i where[4];
+  __m128i index[4];
+  for (int k = 0; k < 4; ++k) {
+    best[k] = _mm_loadu_ps(x + 4 * k);
+    where[k] = _mm_setr_epi32(4 * k, 4 * k + 1, 4 * k + 2, 4 * k + 3);
+    index[k] = where[k];
+  }
+  const __m128i step = _mm_set1_epi32(kLanes);
+  int64_t i = kLanes;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int k = 0; k < 4; ++k) {
+      index[k] = _mm_add_epi32(index[k], step);
+      const __m128 v = _mm_loadu_ps(x + i + 4 * k);
+      const __m128i greater = _mm_castps_si128(_mm_cmpgt_ps(v, best[k]));
+      best[k] = _mm_max_ps(v, best[k]);  // v > best ? v : best
+      where[k] =
+          _mm_or_si128(_mm_and_si128(greater, index[k]), _mm_andnot_si128(greater, where[k]));
+    }
+  }
+  // The lanes' winners, then the tail, each beaten only by a greater value or an equal one
+  // at a lower index.
+  alignas(16) float lane_best[kLanes];
+  alignas(16) int32_t lane_where[kLanes];
+  for (int k = 0; k < 4; ++k) {
+    _mm_store_ps(lane_best + 4 * k, best[k]);
+    _mm_store_si128(reinterpret_cast<__m128i*>(lane_where + 4 * k), where[k]);
+  }
+  int32_t arg = lane_where[0];
+  float top = lane_best[0];
+  for (int64_t l = 1; l < kLanes; ++l) {
+    if (lane_best[l] > top || (lane_best[l] == top && lane_where[l] < arg)) {
+      top = lane_best[l];
+      arg = lane_where[l];
+    }
+  }
+  for (; i < n; ++i) {
+    if (x[i] > top) {
+      top = x[i];
+      arg = static_cast<int32_t>(i);
+    }
+  }
+  return arg;
+}
 
 void SamplingParams::validate(int32_t n_vocab) const {
   if (!(temperature >= 0.0f) || !std::isfinite(temperature)) {
@@ -101,7 +157,7 @@ SampleResult Sampler::sample(std::span<float> logits) {
 int32_t Sampler::draw(std::span<float> logits) {
   const int32_t n = n_vocab_;
   if (params_.temperature == 0.0f) {
-    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    return argmax(logits);
   }
   const float inv_t = 1.0f / params_.temperature;
   order_.resize(n);

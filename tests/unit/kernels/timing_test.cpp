@@ -10,7 +10,9 @@
 //     (LLMS_KERNEL_TIMING_HOT=1: one copy, so the kernel's compute rate shows without DRAM);
 //   - GEMM with m = 32 and m = 512, as GFLOP/s (2 * m * n_rows * n_cols per call), for the
 //     quantized types and (GemmFloat, 1 and 2 threads) for F16/BF16/F32 weights, and the
-//     output matrix (Q8_0 151936 x 896, Qwen2.5's tied embedding) at m = 32 (batched decode).
+//     output matrix (Q8_0 151936 x 896, Qwen2.5's tied embedding) at m = 32 (batched decode);
+//   - GemmGrouped: the same GEMMs on the 16-row-group layout the loader repacks Q4_0/Q5_0/Q8_0/
+//     Q4_K into where group_rows_pays, per ISA, at m = 32 (batched decode) and 512 (prefill).
 #include <gtest/gtest.h>
 #include <immintrin.h>
 
@@ -26,6 +28,7 @@
 
 #include "kernel_test_util.h"
 #include "kernels/matmul.h"
+#include "kernels/row_groups.h"
 #include "quant/quant.h"
 
 namespace llms::kernels {
@@ -204,13 +207,15 @@ TEST(KernelTiming, Gemv) {
 // each: with every thread count up to the maximum when all_thread_counts, else the maximum only;
 // the scalar ISA only where with_scalar and m = 32 (it is slow).
 void time_gemms(std::span<const GgmlType> types, bool all_thread_counts, bool with_scalar,
-                double min_seconds) {
+                double min_seconds, bool grouped = false) {
   for (GgmlType type : types) {
     for (const Shape& shape : kShapes) {
       if (!fits(type, shape)) continue;
       size_t row_bytes = 0;
       const std::vector<uint8_t> bytes = random_matrix(type, shape, &row_bytes);
-      const QuantMatrix w{type, bytes.data(), shape.n_rows, shape.n_cols, row_bytes};
+      const QuantMatrix rows{type, bytes.data(), shape.n_rows, shape.n_cols, row_bytes};
+      std::vector<uint8_t> grouped_store(grouped ? grouped_bytes(rows) : 0);
+      const QuantMatrix w = grouped ? group_rows(rows, grouped_store.data()) : rows;
       for (int64_t m : {32, 512}) {
         auto rng = testing::rng_for(4);
         const std::vector<float> x = testing::gaussian(rng, static_cast<size_t>(m * shape.n_cols));
@@ -218,6 +223,7 @@ void time_gemms(std::span<const GgmlType> types, bool all_thread_counts, bool wi
         for (Isa isa : testing::all_isas()) {
           if (!isa_supported(isa)) continue;
           if (isa == Isa::kScalar && (!with_scalar || m > 32)) continue;
+          if (grouped && !group_rows_pays(type, isa)) continue;
           const int max_threads = thread_counts_max();
           for (int threads = all_thread_counts ? 1 : max_threads; threads <= max_threads;
                ++threads) {
@@ -231,12 +237,14 @@ void time_gemms(std::span<const GgmlType> types, bool all_thread_counts, bool wi
                 min_seconds);
             const double flops = 2.0 * static_cast<double>(m * shape.n_rows * shape.n_cols);
             std::printf(
-                "{\"bench\": \"gemm\", \"type\": \"%s\", \"isa\": \"%s\", \"threads\": %d, "
-                "\"m\": %lld, \"n_rows\": %lld, \"n_cols\": %lld, \"ms_per_call\": %.3f, "
+                "{\"bench\": \"gemm\", \"layout\": \"%s\", \"type\": \"%s\", \"isa\": \"%s\", "
+                "\"threads\": %d, \"m\": %lld, \"n_rows\": %lld, \"n_cols\": %lld, "
+                "\"ms_per_call\": %.3f, "
                 "\"gflop_per_s\": %.2f}\n",
-                std::string(gguf::ggml_type_name(type)).c_str(), std::string(isa_name(isa)).c_str(),
-                threads, static_cast<long long>(m), static_cast<long long>(shape.n_rows),
-                static_cast<long long>(shape.n_cols), seconds * 1e3, flops / seconds / 1e9);
+                grouped ? "row_groups16" : "rows", std::string(gguf::ggml_type_name(type)).c_str(),
+                std::string(isa_name(isa)).c_str(), threads, static_cast<long long>(m),
+                static_cast<long long>(shape.n_rows), static_cast<long long>(shape.n_cols),
+                seconds * 1e3, flops / seconds / 1e9);
           }
         }
       }
@@ -247,6 +255,14 @@ void time_gemms(std::span<const GgmlType> types, bool all_thread_counts, bool wi
 TEST(KernelTiming, Gemm) {
   if (!timing_enabled()) GTEST_SKIP() << "set LLMS_KERNEL_TIMING=1 to time";
   time_gemms(kTypes, /*all_thread_counts=*/false, /*with_scalar=*/true, 0.3);
+}
+
+TEST(KernelTiming, GemmGrouped) {
+  if (!timing_enabled()) GTEST_SKIP() << "set LLMS_KERNEL_TIMING=1 to time";
+  constexpr GgmlType kGroupedTypes[] = {GgmlType::kQ4_0, GgmlType::kQ5_0, GgmlType::kQ8_0,
+                                        GgmlType::kQ4_K};
+  time_gemms(kGroupedTypes, /*all_thread_counts=*/false, /*with_scalar=*/false, 0.3,
+             /*grouped=*/true);
 }
 
 // F32/F16/BF16 weights (f32 activations, FMA-bound) with 1 and 2 threads; the SIMD ISAs only

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "util/error.h"
@@ -29,6 +31,30 @@ TEST(Sampler, GreedyTakesTheArgmaxAndTheLowestIdOnATie) {
   Sampler s(p, 5);
   auto l = logits_of({1, 3, 2, 3, 0});
   EXPECT_EQ(s.sample(l).token, 1);
+}
+
+// The lane-parallel argmax against std::max_element: random rows of every length around the
+// lane count, values from a small set so that ties (across lanes, within a lane, in the tail)
+// are common, and the maximum placed first, last and in the tail.
+TEST(Sampler, ArgmaxEqualsMaxElementWithTies) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> value(-3, 3);
+  EXPECT_EQ(argmax({}), -1);
+  int n_cases = 0;
+  for (int n : {1, 2, 15, 16, 17, 31, 32, 33, 47, 100, 1000, 151936}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (float& v : x) v = static_cast<float>(value(rng));
+      if (trial == 1) x.front() = 9.0f;
+      if (trial == 2) x.back() = 9.0f;
+      if (trial == 3 && n > 2) x[static_cast<size_t>(n - 2)] = x[static_cast<size_t>(n - 1)] = 9.0f;
+      if (trial == 4) std::fill(x.begin(), x.end(), -1.0f);
+      const auto expected = static_cast<int32_t>(std::max_element(x.begin(), x.end()) - x.begin());
+      ASSERT_EQ(argmax(x), expected) << "n " << n << ", trial " << trial;
+      ++n_cases;
+    }
+  }
+  EXPECT_EQ(n_cases, 240);
 }
 
 TEST(Sampler, SameSeedSameTokensOtherSeedOtherTokens) {

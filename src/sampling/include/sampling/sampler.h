@@ -48,6 +48,11 @@ struct SampleResult {
   std::vector<TokenLogprob> top_logprobs;  // best first, when asked
 };
 
+// The index of the greatest value, the lowest index among equal ones (std::max_element's
+// answer for inputs without NaN), in lane-parallel passes the compiler vectorises: greedy decode
+// takes one per sequence per step over the whole vocabulary. -1 for an empty span.
+int32_t argmax(std::span<const float> values);
+
 class Sampler {
  public:
   Sampler(const SamplingParams& params, int32_t n_vocab);
