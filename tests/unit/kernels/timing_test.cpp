@@ -11,7 +11,7 @@
 //   - GEMM with m = 32 and m = 512, as GFLOP/s (2 * m * n_rows * n_cols per call), for the
 //     quantized types and (GemmFloat, 1 and 2 threads) for F16/BF16/F32 weights, and the
 //     output matrix (Q8_0 151936 x 896, Qwen2.5's tied embedding) at m = 32 (batched decode);
-//   - GemmGrouped: the same GEMMs on the 16-row-group layout the loader repacks Q4_0/Q5_0/Q8_0/
+//   - GemvGrouped and GemmGrouped: the same GEMVs and GEMMs on the 16-row-group layout the loader repacks Q4_0/Q5_0/Q8_0/
 //     Q4_K into where group_rows_pays, per ISA, at m = 32 (batched decode) and 512 (prefill).
 #include <gtest/gtest.h>
 #include <immintrin.h>
@@ -150,8 +150,8 @@ TEST(KernelTiming, ReadBandwidth) {
   EXPECT_GT(read_bandwidth()[1], 0.0);
 }
 
-TEST(KernelTiming, Gemv) {
-  if (!timing_enabled()) GTEST_SKIP() << "set LLMS_KERNEL_TIMING=1 to time";
+// The GEMVs of the decode shapes, on the row layout or (grouped) on the 16-row groups.
+void time_gemvs(bool grouped) {
   const std::vector<double>& bandwidth = read_bandwidth();
   std::vector<std::pair<GgmlType, Shape>> cases;
   for (GgmlType type : kTypes) {
@@ -166,7 +166,15 @@ TEST(KernelTiming, Gemv) {
     const GgmlType type = one_case.first;  // not a structured binding: clang 14's lambdas
     const Shape shape = one_case.second;   // cannot capture those
     size_t row_bytes = 0;
-    const std::vector<uint8_t> one = random_matrix(type, shape, &row_bytes);
+    std::vector<uint8_t> one = random_matrix(type, shape, &row_bytes);
+    QuantMatrix layout{type, nullptr, shape.n_rows, shape.n_cols, row_bytes};
+    if (grouped) {
+      if (!group_rows_supported(type)) continue;
+      const QuantMatrix rows{type, one.data(), shape.n_rows, shape.n_cols, row_bytes};
+      std::vector<uint8_t> store(grouped_bytes(rows));
+      layout = group_rows(rows, store.data());
+      one.swap(store);
+    }
     // Enough copies that a pass over them all overflows any cache (one in the HOT mode).
     const size_t n_copies = std::getenv("LLMS_KERNEL_TIMING_HOT") != nullptr
                                 ? 1
@@ -178,29 +186,39 @@ TEST(KernelTiming, Gemv) {
     const std::vector<float> x = testing::gaussian(rng, static_cast<size_t>(shape.n_cols));
     std::vector<float> y(static_cast<size_t>(shape.n_rows));
     for (Isa isa : testing::all_isas()) {
-      if (!isa_supported(isa)) continue;
+      if (!isa_supported(isa) || (grouped && !group_rows_pays(type, isa))) continue;
       for (int threads = 1; threads <= thread_counts_max(); ++threads) {
         ThreadPool pool(threads);
         MatmulScratch scratch;
         scratch.reserve(1, shape.n_cols);
         size_t next = 0;
         const double seconds = time_per_call([&] {
-          const QuantMatrix w{type, copies.data() + next * one.size(), shape.n_rows, shape.n_cols,
-                              row_bytes};
+          QuantMatrix w = layout;
+          w.data = copies.data() + next * one.size();
           next = (next + 1) % n_copies;
           matmul(w, x.data(), 1, shape.n_cols, y.data(), shape.n_rows, pool, scratch, isa);
         });
         const double gbps = static_cast<double>(one.size()) / seconds / 1e9;
         std::printf(
-            "{\"bench\": \"gemv\", \"type\": \"%s\", \"isa\": \"%s\", \"threads\": %d, "
-            "\"n_rows\": %lld, \"n_cols\": %lld, \"weight_bytes\": %zu, \"us_per_call\": %.2f, "
+            "{\"bench\": \"gemv\", \"layout\": \"%s\", \"type\": \"%s\", \"isa\": \"%s\", "
+            "\"threads\": %d, \"n_rows\": %lld, \"n_cols\": %lld, \"weight_bytes\": %zu, \"us_per_call\": %.2f, "
             "\"gb_per_s\": %.2f, \"ratio_to_read_bw\": %.3f}\n",
-            std::string(gguf::ggml_type_name(type)).c_str(), std::string(isa_name(isa)).c_str(),
-            threads, static_cast<long long>(shape.n_rows), static_cast<long long>(shape.n_cols),
-            one.size(), seconds * 1e6, gbps, gbps / bandwidth[static_cast<size_t>(threads)]);
+            grouped ? "row_groups16" : "rows", std::string(gguf::ggml_type_name(type)).c_str(),
+            std::string(isa_name(isa)).c_str(), threads, static_cast<long long>(shape.n_rows),
+            static_cast<long long>(shape.n_cols), one.size(), seconds * 1e6, gbps, gbps / bandwidth[static_cast<size_t>(threads)]);
       }
     }
   }
+}
+
+TEST(KernelTiming, Gemv) {
+  if (!timing_enabled()) GTEST_SKIP() << "set LLMS_KERNEL_TIMING=1 to time";
+  time_gemvs(/*grouped=*/false);
+}
+
+TEST(KernelTiming, GemvGrouped) {
+  if (!timing_enabled()) GTEST_SKIP() << "set LLMS_KERNEL_TIMING=1 to time";
+  time_gemvs(/*grouped=*/true);
 }
 
 // Times every GEMM of `types` on the 0.5B shapes at m = 32 and 512 and prints one JSON line
