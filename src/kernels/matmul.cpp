@@ -1,8 +1,9 @@
 // kernels/matmul: validation, activation quantization into the scratch, and the tiling and
 // threading around the per-ISA tile kernels (contract in kernels/matmul.h).
 //
-// Work split: the weight rows are cut into size() contiguous ranges of whole tiles, one per
-// thread; each thread walks its rows tile by tile against chunks of activation rows small
+// Work split: a GEMV (m = 1) hands out its row tiles by guided self-scheduling (parallel_guided),
+// since two threads streaming from DRAM finish unevenly. Otherwise the weight rows are cut into
+// size() contiguous ranges of whole tiles, one per thread; each thread walks its rows tile by tile against chunks of activation rows small
 // enough to stay in L2, so for GEMM a weight tile is decoded once per activation tile and the
 // activations are re-read from cache, not memory. When there are fewer weight tiles than
 // threads (tiny matrices, big m), the split is over activation rows instead. matmul_many lays
@@ -10,6 +11,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -356,10 +358,49 @@ void run_block(const Plan& p, const Activations& acts, int64_t r0, int64_t r1, i
   }
 }
 
+// A GEMV's row tiles [0, n_tiles) on the pool, claimed by guided self-scheduling: each claim
+// takes a share of what is left (at least min_tiles), so a thread that the other's memory
+// traffic slowed down hands its last rows over instead of keeping the others at the barrier.
+// Early claims are large, so each thread still reads a few long contiguous runs (a GEMV is a
+// stream: every claim starts it cold). Which thread computes a tile never changes its result.
+template <class F>
+void parallel_guided(ThreadPool& pool, int64_t n_tiles, int64_t min_tiles, F&& fn) {
+  if (pool.size() == 1 || n_tiles <= 2 * min_tiles) {
+    pool.parallel_for(n_tiles, [&](int64_t begin, int64_t end, int) { fn(begin, end); });
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  const int64_t share = 2 * pool.size();
+  pool.parallel_for(pool.size(), [&](int64_t, int64_t, int) {
+    for (;;) {
+      int64_t begin = next.load(std::memory_order_relaxed);
+      int64_t take = 0;
+      do {
+        if (begin >= n_tiles) return;
+        take = std::max(min_tiles, (n_tiles - begin) / share);
+      } while (!next.compare_exchange_weak(begin, begin + take, std::memory_order_relaxed));
+      fn(begin, std::min(n_tiles, begin + take));
+    }
+  });
+}
+
+// Tiles per guided claim: at least this many weight bytes, so a claim's cold start is small
+// next to its stream.
+constexpr size_t kMinClaimBytes = 64 * 1024;
+
+int64_t min_claim_tiles(const Plan& p) {
+  const size_t tile_bytes = std::max<size_t>(1, p.w->row_bytes * static_cast<size_t>(p.tile_rows));
+  return std::max<int64_t>(1, static_cast<int64_t>(kMinClaimBytes / tile_bytes));
+}
+
 // The whole of one plan on the pool: split over weight rows, or over activation rows when there
 // are too few weight tiles to go round.
 void run_plan(const Plan& p, const Activations& act, int64_t m, ThreadPool& pool) {
-  if (m == 1 || p.n_row_tiles >= pool.size()) {
+  if (m == 1) {
+    parallel_guided(pool, p.n_row_tiles, min_claim_tiles(p), [&](int64_t t0, int64_t t1) {
+      run_block(p, act, t0 * p.tile_rows, std::min(p.w->n_rows, t1 * p.tile_rows), 0, 1);
+    });
+  } else if (p.n_row_tiles >= pool.size()) {
     pool.parallel_for(p.w->n_rows, p.tile_rows, [&](int64_t begin, int64_t end, int) {
       run_block(p, act, begin, end, 0, m);
     });
@@ -435,7 +476,7 @@ void matmul_many(std::span<const MatmulTarget> targets, const float* x, int64_t 
     return;
   }
   // One pass over the row tiles of all the matrices, end to end: one barrier for the lot.
-  pool.parallel_for(first_tile[n], [&](int64_t begin, int64_t end, int) {
+  auto run_tiles = [&](int64_t begin, int64_t end) {
     for (size_t j = 0; j < n; ++j) {
       const int64_t lo = std::max(begin, first_tile[j]);
       const int64_t hi = std::min(end, first_tile[j + 1]);
@@ -445,7 +486,13 @@ void matmul_many(std::span<const MatmulTarget> targets, const float* x, int64_t 
       const int64_t r1 = std::min(p.w->n_rows, (hi - first_tile[j]) * p.tile_rows);
       run_block(p, act, r0, r1, 0, m);
     }
-  });
+  };
+  if (m == 1) {
+    parallel_guided(pool, first_tile[n], min_claim_tiles(plans[0]), run_tiles);
+  } else {
+    pool.parallel_for(first_tile[n],
+                      [&](int64_t begin, int64_t end, int) { run_tiles(begin, end); });
+  }
 }
 
 }  // namespace llms::kernels
