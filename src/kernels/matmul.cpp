@@ -3,8 +3,8 @@
 //
 // Work split: a GEMV (m = 1) hands out its row tiles by guided self-scheduling (parallel_guided),
 // since two threads streaming from DRAM finish unevenly. Otherwise the weight rows are cut into
-// size() contiguous ranges of whole tiles, one per thread; each thread walks its rows tile by tile against chunks of activation rows small
-// enough to stay in L2, so for GEMM a weight tile is decoded once per activation tile and the
+// size() contiguous ranges of whole tiles, one per thread; each thread walks its rows tile by
+// tile against chunks of activation rows small enough to stay in L2, so for GEMM a weight tile is decoded once per activation tile and the
 // activations are re-read from cache, not memory. When there are fewer weight tiles than
 // threads (tiny matrices, big m), the split is over activation rows instead. matmul_many lays
 // the row tiles of its matrices end to end and splits them the same way, in one pass.
