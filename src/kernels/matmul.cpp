@@ -1,13 +1,14 @@
 // kernels/matmul: validation, activation quantization into the scratch, and the tiling and
 // threading around the per-ISA tile kernels (contract in kernels/matmul.h).
 //
-// Work split: a GEMV (m = 1) hands out its row tiles by guided self-scheduling (parallel_guided),
-// since two threads streaming from DRAM finish unevenly. Otherwise the weight rows are cut into
-// size() contiguous ranges of whole tiles, one per thread; each thread walks its rows tile by
-// tile against chunks of activation rows small enough to stay in L2, so for GEMM a weight tile is decoded once per activation tile and the
-// activations are re-read from cache, not memory. When there are fewer weight tiles than
-// threads (tiny matrices, big m), the split is over activation rows instead. matmul_many lays
-// the row tiles of its matrices end to end and splits them the same way, in one pass.
+// Work split: the weight row tiles are handed out by guided self-scheduling (parallel_guided):
+// a few large claims per thread, then smaller ones, so threads that run at different speeds
+// (one slowed by the other's memory traffic) still finish together. Each thread walks its rows
+// tile by tile against chunks of activation rows small enough to stay in L2, so for GEMM a
+// weight tile is decoded once per activation tile and the activations are re-read from cache,
+// not memory. When there are fewer weight tiles than threads (tiny matrices, big m), the split is
+// over activation rows instead. matmul_many lays the row tiles of its matrices end to end and
+// splits them the same way, in one pass.
 #include "kernels/matmul.h"
 
 #include <algorithm>
@@ -358,11 +359,11 @@ void run_block(const Plan& p, const Activations& acts, int64_t r0, int64_t r1, i
   }
 }
 
-// A GEMV's row tiles [0, n_tiles) on the pool, claimed by guided self-scheduling: each claim
-// takes a share of what is left (at least min_tiles), so a thread that the other's memory
-// traffic slowed down hands its last rows over instead of keeping the others at the barrier.
-// Early claims are large, so each thread still reads a few long contiguous runs (a GEMV is a
-// stream: every claim starts it cold). Which thread computes a tile never changes its result.
+// Row tiles [0, n_tiles) on the pool, claimed by guided self-scheduling: each claim takes a
+// share of what is left (at least min_tiles), so a thread that the other's memory traffic slowed
+// down hands its last rows over instead of keeping the others at the barrier. Early claims are
+// large, so each thread still reads a few long contiguous runs (a GEMV is a stream: every claim
+// starts it cold). Which thread computes a tile never changes its result.
 template <class F>
 void parallel_guided(ThreadPool& pool, int64_t n_tiles, int64_t min_tiles, F&& fn) {
   if (pool.size() == 1 || n_tiles <= 2 * min_tiles) {
@@ -396,13 +397,9 @@ int64_t min_claim_tiles(const Plan& p) {
 // The whole of one plan on the pool: split over weight rows, or over activation rows when there
 // are too few weight tiles to go round.
 void run_plan(const Plan& p, const Activations& act, int64_t m, ThreadPool& pool) {
-  if (m == 1) {
+  if (m == 1 || p.n_row_tiles >= pool.size()) {
     parallel_guided(pool, p.n_row_tiles, min_claim_tiles(p), [&](int64_t t0, int64_t t1) {
-      run_block(p, act, t0 * p.tile_rows, std::min(p.w->n_rows, t1 * p.tile_rows), 0, 1);
-    });
-  } else if (p.n_row_tiles >= pool.size()) {
-    pool.parallel_for(p.w->n_rows, p.tile_rows, [&](int64_t begin, int64_t end, int) {
-      run_block(p, act, begin, end, 0, m);
+      run_block(p, act, t0 * p.tile_rows, std::min(p.w->n_rows, t1 * p.tile_rows), 0, m);
     });
   } else {
     pool.parallel_for(m, p.tile_cols, [&](int64_t begin, int64_t end, int) {
@@ -487,12 +484,7 @@ void matmul_many(std::span<const MatmulTarget> targets, const float* x, int64_t 
       run_block(p, act, r0, r1, 0, m);
     }
   };
-  if (m == 1) {
-    parallel_guided(pool, first_tile[n], min_claim_tiles(plans[0]), run_tiles);
-  } else {
-    pool.parallel_for(first_tile[n],
-                      [&](int64_t begin, int64_t end, int) { run_tiles(begin, end); });
-  }
+  parallel_guided(pool, first_tile[n], min_claim_tiles(plans[0]), run_tiles);
 }
 
 }  // namespace llms::kernels
