@@ -11,8 +11,8 @@
 //   - GEMM with m = 32 and m = 512, as GFLOP/s (2 * m * n_rows * n_cols per call), for the
 //     quantized types and (GemmFloat, 1 and 2 threads) for F16/BF16/F32 weights, and the
 //     output matrix (Q8_0 151936 x 896, Qwen2.5's tied embedding) at m = 32 (batched decode);
-//   - GemvGrouped and GemmGrouped: the same GEMVs and GEMMs on the 16-row-group layout the loader repacks Q4_0/Q5_0/Q8_0/
-//     Q4_K into where group_rows_pays, per ISA, at m = 32 (batched decode) and 512 (prefill).
+//   - GemvGrouped and GemmGrouped: the same GEMVs and GEMMs on the 16-row-group layout that the
+//     loader repacks Q4_0/Q5_0/Q8_0/Q4_K into where group_rows_pays, per ISA.
 #include <gtest/gtest.h>
 #include <immintrin.h>
 
@@ -201,11 +201,13 @@ void time_gemvs(bool grouped) {
         const double gbps = static_cast<double>(one.size()) / seconds / 1e9;
         std::printf(
             "{\"bench\": \"gemv\", \"layout\": \"%s\", \"type\": \"%s\", \"isa\": \"%s\", "
-            "\"threads\": %d, \"n_rows\": %lld, \"n_cols\": %lld, \"weight_bytes\": %zu, \"us_per_call\": %.2f, "
+            "\"threads\": %d, \"n_rows\": %lld, \"n_cols\": %lld, \"weight_bytes\": %zu, "
+            "\"us_per_call\": %.2f, "
             "\"gb_per_s\": %.2f, \"ratio_to_read_bw\": %.3f}\n",
             grouped ? "row_groups16" : "rows", std::string(gguf::ggml_type_name(type)).c_str(),
             std::string(isa_name(isa)).c_str(), threads, static_cast<long long>(shape.n_rows),
-            static_cast<long long>(shape.n_cols), one.size(), seconds * 1e6, gbps, gbps / bandwidth[static_cast<size_t>(threads)]);
+            static_cast<long long>(shape.n_cols), one.size(), seconds * 1e6, gbps,
+            gbps / bandwidth[static_cast<size_t>(threads)]);
       }
     }
   }
