@@ -16,19 +16,24 @@ namespace llms::kernels {
 namespace detail {
 namespace {
 
-void block_ref(const AttentionTile& t, const float* k, const float* v, int32_t n_keys) {
+float element(const void* base, bool f16, int64_t i) {
+  return f16 ? quant::fp16_to_fp32(static_cast<const uint16_t*>(base)[i])
+             : static_cast<const float*>(base)[i];
+}
+
+void block_ref(const AttentionTile& t, const KvBlock& kv, int32_t n_keys) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   for (int32_t r = 0; r < t.n_rows; ++r) {
     const int32_t begin = std::max(t.key_begin[r], 0);
     const int32_t end = std::min(t.key_end[r], n_keys);
     if (begin >= end) continue;
     const float* q = t.q + r * t.head_dim_k;
-    float* s = t.scores + static_cast<int64_t>(r) * n_keys;
+    float* s = t.scores + static_cast<int64_t>(r) * kv.k_stride;
     float block_max = kNegInf;
     for (int32_t j = begin; j < end; ++j) {
       double dot = 0;
       for (int64_t e = 0; e < t.head_dim_k; ++e) {
-        dot += static_cast<double>(q[e]) * k[j * t.head_dim_k + e];
+        dot += static_cast<double>(q[e]) * element(kv.k, kv.f16, e * kv.k_stride + j);
       }
       s[j] = static_cast<float>(dot);
       block_max = std::max(block_max, s[j]);
@@ -44,7 +49,7 @@ void block_ref(const AttentionTile& t, const float* k, const float* v, int32_t n
     for (int64_t e = 0; e < t.head_dim_v; ++e) {
       double a = static_cast<double>(acc[e]) * correction;
       for (int32_t j = begin; j < end; ++j)
-        a += static_cast<double>(s[j]) * v[j * t.head_dim_v + e];
+        a += static_cast<double>(s[j]) * element(kv.v, kv.f16, j * t.head_dim_v + e);
       acc[e] = static_cast<float>(a);
     }
     t.sum[r] = static_cast<float>(static_cast<double>(t.sum[r]) * correction + block_sum);
@@ -86,8 +91,8 @@ const AttentionTable& attention_table(Isa isa) {
   return isa == Isa::kScalar ? detail::attention_scalar() : detail::attention_avx2();
 }
 
-void attention_block(const AttentionTile& tile, const float* k, const float* v, int32_t n_keys) {
-  best_attention().block(tile, k, v, n_keys);
+void attention_block(const AttentionTile& tile, const KvBlock& block, int32_t n_keys) {
+  best_attention().block(tile, block, n_keys);
 }
 
 void exp_array(const float* x, float* y, int64_t n) { best_attention().exp(x, y, n); }

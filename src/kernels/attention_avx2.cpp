@@ -1,12 +1,14 @@
 // kernels/attention_avx2: AVX2 path of the attention block step (contract in
 // kernels/attention.h).
 //
-// Per row: scores of 8 keys at a time (8 dot products accumulated lane-wise over head_dim, then
-// one transposing reduction), the row's block max, one vectorised exp, one rescale of the
-// accumulator, and the values accumulated 64 (or 8) dims at a time. Every step of a row's
-// arithmetic is fixed by its own key range and the block's n_keys, so rows never influence one
-// another. A key is reduced in the same order (lanes ((0+1)+(2+3)) + ((4+5)+(6+7))) whether it
-// goes through the 8-key or the single-key path.
+// Scores: keys are stored dim-major, so for up to 4 rows and 16 keys at a time the kernel runs
+// one fma chain per row and 8 keys over the dims (a key vector loaded, widened from f16 if need
+// be, once for all the rows; the query element broadcast), and the scores come out in lanes with
+// no horizontal sum. Then per row: the block max over its visible keys (others masked to -inf),
+// one vectorised exp, one rescale of the accumulator, and the values accumulated 64 (or 8) dims
+// at a time (an f16 block's values widened once per call for every row). A row's arithmetic is
+// fixed by its own key range and the block: which rows share a call, and how they are grouped,
+// never changes its operations or their order.
 //
 // exp: x = n ln2 + r with n = round(x / ln2), |r| <= ln2 / 2 (ln2 split in two for an exact
 // product), e^r by its Taylor series to r^7 (truncation below 6e-9 relative), scaled by 2^n
@@ -51,54 +53,74 @@ inline __m256 exp8(__m256 x) {
   return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
 }
 
+void from_f16_avx2(const uint16_t* x, float* y, int64_t n);
+
 inline float exp1(float x) { return _mm256_cvtss_f32(exp8(_mm256_set1_ps(x))); }
 
-// Lane j of the result is the sum of the 8 lanes of a[j], in the order
-// ((0+1)+(2+3)) + ((4+5)+(6+7)).
-inline __m256 reduce8(const __m256* a) {
-  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]);
-  const __m256 t1 = _mm256_hadd_ps(a[2], a[3]);
-  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]);
-  const __m256 t3 = _mm256_hadd_ps(a[6], a[7]);
-  const __m256 u0 = _mm256_hadd_ps(t0, t1);
-  const __m256 u1 = _mm256_hadd_ps(t2, t3);
-  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+template <bool kF16>
+inline __m256 load8(const void* base, int64_t i) {
+  if constexpr (kF16) {
+    return _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + i)));
+  } else {
+    return _mm256_loadu_ps(static_cast<const float*>(base) + i);
+  }
 }
 
-// The same reduction for one vector.
-inline float reduce1(__m256 a) {
-  const __m256 t = _mm256_hadd_ps(a, a);
-  const __m256 u = _mm256_hadd_ps(t, t);
-  return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1)));
-}
-
-// Scores of keys [j0, j0 + 8) for one query row, -inf outside [begin, end).
-inline __m256 scores8(const float* q, const float* k, int64_t hd, int32_t j0, int32_t begin,
-                      int32_t end) {
-  __m256 a[8];
-  for (auto& x : a) x = _mm256_setzero_ps();
-  const float* kj = k + j0 * hd;
-  for (int64_t e = 0; e < hd; e += 8) {
-    const __m256 qv = _mm256_loadu_ps(q + e);
-    for (int jj = 0; jj < 8; ++jj) {
-      a[jj] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kj + jj * hd + e), a[jj]);
+// Scores of NR rows (q rows of hdk floats) against NG groups of 8 keys from key j0: lane i of
+// group g is row r's dot with key j0 + 8g + i, one fma chain over the dims in order. Written to
+// s + r * s_stride + j0 + 8g.
+template <bool kF16, int NR, int NG>
+inline void scores_tile(const float* q, int64_t hdk, const void* k, int64_t k_stride, int32_t j0,
+                        float* s, int64_t s_stride) {
+  __m256 a[NR][NG];
+  for (auto& row : a) {
+    for (auto& x : row) x = _mm256_setzero_ps();
+  }
+  for (int64_t e = 0; e < hdk; ++e) {
+    __m256 kv[NG];
+    for (int g = 0; g < NG; ++g) kv[g] = load8<kF16>(k, e * k_stride + j0 + 8 * g);
+    for (int r = 0; r < NR; ++r) {
+      const __m256 qe = _mm256_broadcast_ss(q + r * hdk + e);
+      for (int g = 0; g < NG; ++g) a[r][g] = _mm256_fmadd_ps(qe, kv[g], a[r][g]);
     }
   }
-  const __m256 s = reduce8(a);
-  const __m256i idx =
-      _mm256_add_epi32(_mm256_set1_epi32(j0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  const __m256i inside = _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(begin), idx),
-                                             _mm256_cmpgt_epi32(_mm256_set1_epi32(end), idx));
-  return _mm256_blendv_ps(_mm256_set1_ps(-std::numeric_limits<float>::infinity()), s,
-                          _mm256_castsi256_ps(inside));
+  for (int r = 0; r < NR; ++r) {
+    for (int g = 0; g < NG; ++g) _mm256_storeu_ps(s + r * s_stride + j0 + 8 * g, a[r][g]);
+  }
 }
 
-inline float score1(const float* q, const float* kj, int64_t hd) {
-  __m256 a = _mm256_setzero_ps();
-  for (int64_t e = 0; e < hd; e += 8) {
-    a = _mm256_fmadd_ps(_mm256_loadu_ps(q + e), _mm256_loadu_ps(kj + e), a);
+template <bool kF16, int NR>
+inline void scores_rows(const float* q, int64_t hdk, const void* k, int64_t k_stride,
+                        int32_t g_begin, int32_t g_end, float* s, int64_t s_stride) {
+  int32_t g = g_begin;
+  for (; g + 2 <= g_end; g += 2) scores_tile<kF16, NR, 2>(q, hdk, k, k_stride, 8 * g, s, s_stride);
+  if (g < g_end) scores_tile<kF16, NR, 1>(q, hdk, k, k_stride, 8 * g, s, s_stride);
+}
+
+// Scores of n_rows rows (any number) for key groups [g_begin, g_end), 4 rows at a time.
+template <bool kF16>
+void scores(const float* q, int32_t n_rows, int64_t hdk, const void* k, int64_t k_stride,
+            int32_t g_begin, int32_t g_end, float* s, int64_t s_stride) {
+  int32_t r = 0;
+  for (; r + 4 <= n_rows; r += 4) {
+    scores_rows<kF16, 4>(q + r * hdk, hdk, k, k_stride, g_begin, g_end, s + r * s_stride, s_stride);
   }
-  return reduce1(a);
+  const float* qr = q + r * hdk;
+  float* sr = s + r * s_stride;
+  switch (n_rows - r) {
+    case 3:
+      scores_rows<kF16, 3>(qr, hdk, k, k_stride, g_begin, g_end, sr, s_stride);
+      break;
+    case 2:
+      scores_rows<kF16, 2>(qr, hdk, k, k_stride, g_begin, g_end, sr, s_stride);
+      break;
+    case 1:
+      scores_rows<kF16, 1>(qr, hdk, k, k_stride, g_begin, g_end, sr, s_stride);
+      break;
+    default:
+      break;
+  }
 }
 
 // acc[0, 64) = acc * correction + sum_{j in [begin, end)} p[j] * v_j[0, 64). Named registers,
@@ -146,83 +168,113 @@ inline void accumulate8(float* acc, const float* p, const float* v, int64_t hdv,
   _mm256_storeu_ps(acc, a);
 }
 
-void block_avx2(const AttentionTile& t, const float* k, const float* v, int32_t n_keys) {
+void block_avx2(const AttentionTile& t, const KvBlock& kv, int32_t n_keys) {
   const int64_t hdk = t.head_dim_k;
   const int64_t hdv = t.head_dim_v;
-  if (hdk % 8 != 0 || hdv % 8 != 0) {
-    attention_scalar().block(t, k, v, n_keys);
+  const int64_t ks = kv.k_stride;
+  if (ks % 8 != 0 || hdv % 8 != 0) {
+    attention_scalar().block(t, kv, n_keys);
     return;
   }
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  const int32_t n_full = n_keys / 8 * 8;
-  // Rows are taken a few at a time and each phase (scores, then exp, then the values) runs for
-  // all of them before the next: one row's phases form a dependency chain (scores -> max -> exp
-  // -> rescale -> value sums) that left the FMA units idle when rows went one after another;
-  // interleaving rows gives the core independent work. Each row's own operations and their order
-  // are unchanged.
+  // Rows are taken 8 at a time and each phase (scores, then max and exp, then the value sums)
+  // runs for all of them before the next: one row's phases form a dependency chain that left
+  // the FMA units idle when rows went one after another.
   constexpr int32_t kRowsAtOnce = 8;
   struct RowState {
     int32_t begin, end, vec_begin, vec_end;
     float new_max, correction, block_sum;
   };
   RowState st[kRowsAtOnce];
+  const float* values = static_cast<const float*>(kv.v);
+  if (kv.f16) {
+    // Widen the values every row of the tile may use, once.
+    int32_t lo = n_keys;
+    int32_t hi = 0;
+    for (int32_t r = 0; r < t.n_rows; ++r) {
+      const int32_t b = std::max(t.key_begin[r], 0);
+      const int32_t e = std::min(t.key_end[r], n_keys);
+      if (b >= e) continue;
+      lo = std::min(lo, b);
+      hi = std::max(hi, e);
+    }
+    if (lo < hi) {
+      from_f16_avx2(static_cast<const uint16_t*>(kv.v) + lo * hdv, t.values + lo * hdv,
+                    (hi - lo) * hdv);
+    }
+    values = t.values;
+  }
   for (int32_t r0 = 0; r0 < t.n_rows; r0 += kRowsAtOnce) {
     const int32_t n_here = std::min(kRowsAtOnce, t.n_rows - r0);
-    // Scores: whole groups of 8 (aligned to the block start) that meet [begin, end), then the
-    // keys past the last whole group one at a time.
+    // Key groups of 8 (aligned to the block start) that meet some row's [begin, end).
+    int32_t g_begin = static_cast<int32_t>(ks / 8);
+    int32_t g_end = 0;
     for (int32_t i = 0; i < n_here; ++i) {
       const int32_t r = r0 + i;
       RowState& rs = st[i];
       rs.begin = std::max(t.key_begin[r], 0);
       rs.end = std::min(t.key_end[r], n_keys);
       if (rs.begin >= rs.end) continue;
-      const float* q = t.q + r * hdk;
-      float* s = t.scores + static_cast<int64_t>(r) * n_keys;
       rs.vec_begin = rs.begin / 8 * 8;
-      rs.vec_end = rs.vec_begin;
-      __m256 vmax = _mm256_set1_ps(kNegInf);
-      for (; rs.vec_end < rs.end && rs.vec_end < n_full; rs.vec_end += 8) {
-        const __m256 s8 = scores8(q, k, hdk, rs.vec_end, rs.begin, rs.end);
-        _mm256_storeu_ps(s + rs.vec_end, s8);
-        vmax = _mm256_max_ps(vmax, s8);
-      }
-      float block_max = hmax(vmax);
-      for (int32_t j = std::max(rs.vec_end, rs.begin); j < rs.end; ++j) {
-        s[j] = score1(q, k + j * hdk, hdk);
-        block_max = std::max(block_max, s[j]);
-      }
-      rs.new_max = std::max(t.max[r], block_max);
+      rs.vec_end = (rs.end + 7) / 8 * 8;
+      g_begin = std::min(g_begin, rs.vec_begin / 8);
+      g_end = std::max(g_end, rs.vec_end / 8);
+    }
+    if (g_begin >= g_end) continue;
+    float* s0 = t.scores + static_cast<int64_t>(r0) * ks;
+    if (kv.f16) {
+      scores<true>(t.q + r0 * hdk, n_here, hdk, kv.k, ks, g_begin, g_end, s0, ks);
+    } else {
+      scores<false>(t.q + r0 * hdk, n_here, hdk, kv.k, ks, g_begin, g_end, s0, ks);
     }
     for (int32_t i = 0; i < n_here; ++i) {
       const int32_t r = r0 + i;
       RowState& rs = st[i];
       if (rs.begin >= rs.end) continue;
-      float* s = t.scores + static_cast<int64_t>(r) * n_keys;
+      float* s = t.scores + static_cast<int64_t>(r) * ks;
+      const __m256i vb = _mm256_set1_epi32(rs.begin);
+      const __m256i ve = _mm256_set1_epi32(rs.end);
+      __m256 vmax = _mm256_set1_ps(kNegInf);
+      for (int32_t j = rs.vec_begin; j < rs.vec_end; j += 8) {
+        const __m256i idx =
+            _mm256_add_epi32(_mm256_set1_epi32(j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        const __m256i inside =
+            _mm256_andnot_si256(_mm256_cmpgt_epi32(vb, idx), _mm256_cmpgt_epi32(ve, idx));
+        const __m256 s8 = _mm256_blendv_ps(_mm256_set1_ps(kNegInf), _mm256_loadu_ps(s + j),
+                                           _mm256_castsi256_ps(inside));
+        _mm256_storeu_ps(s + j, s8);
+        vmax = _mm256_max_ps(vmax, s8);
+      }
+      rs.new_max = std::max(t.max[r], hmax(vmax));
+    }
+    for (int32_t i = 0; i < n_here; ++i) {
+      const int32_t r = r0 + i;
+      RowState& rs = st[i];
+      if (rs.begin >= rs.end) continue;
+      float* s = t.scores + static_cast<int64_t>(r) * ks;
       rs.correction = exp1(t.max[r] - rs.new_max);
       const __m256 vnew = _mm256_set1_ps(rs.new_max);
       __m256 vsum = _mm256_setzero_ps();
       for (int32_t j = rs.vec_begin; j < rs.vec_end; j += 8) {
-        const __m256 p = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vnew));
+        const __m256 p = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vnew));  // masked: 0
         _mm256_storeu_ps(s + j, p);
         vsum = _mm256_add_ps(vsum, p);
       }
       rs.block_sum = hsum(vsum);
-      for (int32_t j = std::max(rs.vec_end, rs.begin); j < rs.end; ++j) {
-        s[j] = exp1(s[j] - rs.new_max);
-        rs.block_sum += s[j];
-      }
     }
     for (int32_t i = 0; i < n_here; ++i) {
       const int32_t r = r0 + i;
       const RowState& rs = st[i];
       if (rs.begin >= rs.end) continue;
-      const float* s = t.scores + static_cast<int64_t>(r) * n_keys;
+      const float* s = t.scores + static_cast<int64_t>(r) * ks;
       float* acc = t.acc + r * hdv;
       int64_t e = 0;
       for (; e + 64 <= hdv; e += 64) {
-        accumulate64(acc + e, s, v + e, hdv, rs.begin, rs.end, rs.correction);
+        accumulate64(acc + e, s, values + e, hdv, rs.begin, rs.end, rs.correction);
       }
-      for (; e < hdv; e += 8) accumulate8(acc + e, s, v + e, hdv, rs.begin, rs.end, rs.correction);
+      for (; e < hdv; e += 8) {
+        accumulate8(acc + e, s, values + e, hdv, rs.begin, rs.end, rs.correction);
+      }
       t.sum[r] = t.sum[r] * rs.correction + rs.block_sum;
       t.max[r] = rs.new_max;
     }

@@ -3,12 +3,11 @@
 //
 // A tile's rows are (query position, query head) pairs, row = position * (heads in the tile) +
 // head. Each row carries its own visible key range [lo, pos]; the tile walks the union of those
-// ranges block by block, and blocks larger than kMaxKeys are cut at fixed slot offsets, so a
-// row sees the same sequence of kernel calls whatever tile it is in. Tiles are ordered
-// heaviest first within a sequence (later positions have more context) and taken from an
-// atomic counter, which balances a long prefill over the threads better than fixed ranges.
-// An f16 cache is widened to f32 kMaxKeys positions at a time per tile (once for all its rows), so
-// the kernel and its arithmetic are the same for both cache types.
+// ranges block by block, one kernel call per block, so a row sees the same sequence of kernel
+// calls whatever tile it is in. Tiles are ordered heaviest first within a sequence (later
+// positions have more context) and taken from an atomic counter, which balances a long prefill
+// over the threads better than fixed ranges. Keys are written dim-major into their block (see
+// kv_storage.h), so the kernel reads f16 or f32 blocks in place.
 #include "attention.h"
 
 #include <algorithm>
@@ -25,14 +24,12 @@ namespace llms::model {
 namespace {
 
 constexpr int32_t kTileRows = 32;  // query rows per tile (positions x group heads), about
-constexpr int32_t kMaxKeys = 64;   // keys per kernel call
 
 // Blocks of one sequence lie anywhere in the pool, so the hardware prefetchers, which follow
 // one stream within a page, start cold on every block: decode at 32 sequences spent ~20 % of
-// its time in attention waiting for keys and values. So keys and values are requested ahead of
-// the ones computed: an f32 cache kPrefetchBlocks blocks ahead, an f16 cache the next kMaxKeys
-// positions (4 blocks of 16 tokens, 2 KiB of keys and 2 KiB of values per 64-dim head; 1 or 8
-// blocks ahead measured worse).
+// its time in attention waiting for keys and values. So keys and values are requested
+// kPrefetchBlocks blocks ahead of the one computed (with an f16 cache of 16-token blocks, 2 KiB of
+// keys and 2 KiB of values per 64-dim head; 1 or 8 blocks ahead measured worse).
 constexpr int64_t kPrefetchBlocks = 4;
 
 inline void prefetch_to_l2(const void* p, size_t bytes) {
@@ -42,10 +39,13 @@ inline void prefetch_to_l2(const void* p, size_t bytes) {
 
 }  // namespace
 
-void PagedAttention::reserve(const ModelConfig& config, int n_threads, int32_t max_tokens) {
-  if (max_tokens <= max_tokens_ && n_threads <= n_threads_) return;
+void PagedAttention::reserve(const ModelConfig& config, int n_threads, int32_t max_tokens,
+                             int32_t block_size) {
+  if (max_tokens <= max_tokens_ && n_threads <= n_threads_ && block_size <= block_size_) return;
   max_tokens_ = std::max(max_tokens, max_tokens_);
   n_threads_ = std::max(n_threads, n_threads_);
+  block_size_ = std::max(block_size, block_size_);
+  key_halves_.assign(config.head_dim_k, 0);
   max_rows_ = std::max<int32_t>(kTileRows, static_cast<int32_t>(config.n_heads));
   // Tiles cover disjoint (token, query head) sets, so there are at most that many.
   tiles_.reserve(static_cast<size_t>(max_tokens_) * std::max<uint64_t>(config.n_heads, 1));
@@ -56,9 +56,8 @@ void PagedAttention::reserve(const ModelConfig& config, int n_threads, int32_t m
     s.acc.assign(rows * config.head_dim_v, 0.0f);
     s.max.assign(rows, 0.0f);
     s.sum.assign(rows, 0.0f);
-    s.scores.assign(rows * kMaxKeys, 0.0f);
-    s.k_f32.assign(static_cast<size_t>(kMaxKeys) * config.head_dim_k, 0.0f);
-    s.v_f32.assign(static_cast<size_t>(kMaxKeys) * config.head_dim_v, 0.0f);
+    s.scores.assign(rows * static_cast<size_t>(block_size_), 0.0f);
+    s.values.assign(static_cast<size_t>(block_size_) * config.head_dim_v, 0.0f);
     s.key_begin.assign(rows, 0);
     s.key_end.assign(rows, 0);
     s.pos.assign(rows, 0);
@@ -81,7 +80,7 @@ void PagedAttention::run(const ModelConfig& config, size_t layer, const kv::Step
   }
   const auto n_tokens = static_cast<int32_t>(batch.tokens.size());
   if (n_tokens == 0) return;
-  reserve(config, pool.size(), n_tokens);  // no-op once the step size has been seen
+  reserve(config, pool.size(), n_tokens, bs);  // no-op once the step size has been seen
 
   const bool f16 = kv.type() == kv::KvCacheType::kF16;
   for (const auto& s : batch.sequences) {
@@ -94,10 +93,13 @@ void PagedAttention::run(const ModelConfig& config, size_t layer, const kv::Step
         const float* k_row = k + (i * n_kv + h) * hdk;
         const float* v_row = v + (i * n_kv + h) * hdv;
         if (f16) {
-          kernels::f32_to_f16_array(k_row, kv.key<uint16_t>(layer, block, h) + slot * hdk, hdk);
+          kernels::f32_to_f16_array(k_row, key_halves_.data(), hdk);
+          uint16_t* kb = kv.key<uint16_t>(layer, block, h) + slot;
+          for (int64_t e = 0; e < hdk; ++e) kb[e * bs] = key_halves_[static_cast<size_t>(e)];
           kernels::f32_to_f16_array(v_row, kv.value<uint16_t>(layer, block, h) + slot * hdv, hdv);
         } else {
-          std::memcpy(kv.key<float>(layer, block, h) + slot * hdk, k_row, hdk * sizeof(float));
+          float* kb = kv.key<float>(layer, block, h) + slot;
+          for (int64_t e = 0; e < hdk; ++e) kb[e * bs] = k_row[e];
           std::memcpy(kv.value<float>(layer, block, h) + slot * hdv, v_row, hdv * sizeof(float));
         }
       }
@@ -141,56 +143,6 @@ void PagedAttention::set_key_ranges(Scratch& s, int32_t n_rows, int64_t first, i
   for (int32_t r = 0; r < n_rows; ++r) {
     s.key_begin[r] = static_cast<int32_t>(std::max<int64_t>(s.lo[r] - first, 0));
     s.key_end[r] = static_cast<int32_t>(std::clamp<int64_t>(s.pos[r] + 1 - first, 0, n_keys));
-  }
-}
-
-// An f16 cache is widened into the tile's scratch kMaxKeys positions at a time, from whichever
-// blocks hold them, so one kernel call covers 64 keys even with 16-token blocks (the kernel's
-// per-call work per row, the max, exp and rescale, is paid 4x less often). Chunks start at
-// multiples of kMaxKeys in absolute positions: a row sees the same calls whatever its tile.
-void PagedAttention::run_f16_chunks(size_t layer, const kv::SequenceSlice& seq, KvStorage& kv,
-                                    const Tile& tile, int64_t tile_lo, int64_t tile_hi,
-                                    kernels::AttentionTile& t, Scratch& s) const {
-  const int64_t bs = kv.block_size();
-  const int64_t hdk = t.head_dim_k;
-  const int64_t hdv = t.head_dim_v;
-  // Each [p, end) run of positions within one block, in order.
-  auto for_runs = [&](int64_t p, int64_t end, auto&& fn) {
-    while (p < end) {
-      const int64_t slot = p % bs;
-      const int64_t n = std::min(bs - slot, end - p);
-      fn(seq.block_table[p / bs], slot, p, n);
-      p += n;
-    }
-  };
-  auto prefetch_chunk = [&](int64_t c) {
-    const int64_t first = c * kMaxKeys;
-    if (first >= tile_hi) return;
-    for_runs(std::max(first, tile_lo), std::min(first + kMaxKeys, tile_hi),
-             [&](kv::BlockId block, int64_t slot, int64_t, int64_t n) {
-               prefetch_to_l2(kv.key<uint16_t>(layer, block, tile.kv_head) + slot * hdk,
-                              n * hdk * sizeof(uint16_t));
-               prefetch_to_l2(kv.value<uint16_t>(layer, block, tile.kv_head) + slot * hdv,
-                              n * hdv * sizeof(uint16_t));
-             });
-  };
-  const int64_t c_begin = tile_lo / kMaxKeys;
-  const int64_t c_end = (tile_hi + kMaxKeys - 1) / kMaxKeys;
-  prefetch_chunk(c_begin);
-  for (int64_t c = c_begin; c < c_end; ++c) {
-    prefetch_chunk(c + 1);
-    const int64_t first = c * kMaxKeys;
-    const int64_t lo = std::max(first, tile_lo);
-    const int64_t hi = std::min(first + kMaxKeys, tile_hi);
-    for_runs(lo, hi, [&](kv::BlockId block, int64_t slot, int64_t p, int64_t n) {
-      kernels::f16_to_f32_array(kv.key<uint16_t>(layer, block, tile.kv_head) + slot * hdk,
-                                s.k_f32.data() + (p - first) * hdk, n * hdk);
-      kernels::f16_to_f32_array(kv.value<uint16_t>(layer, block, tile.kv_head) + slot * hdv,
-                                s.v_f32.data() + (p - first) * hdv, n * hdv);
-    });
-    const auto n_keys = static_cast<int32_t>(hi - first);
-    set_key_ranges(s, t.n_rows, first, n_keys);
-    kernels::attention_block(t, s.k_f32.data(), s.v_f32.data(), n_keys);
   }
 }
 
@@ -238,34 +190,40 @@ void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv:
   t.key_begin = s.key_begin.data();
   t.key_end = s.key_end.data();
   t.scores = s.scores.data();
+  t.values = s.values.data();
   t.n_rows = n_rows;
   t.head_dim_k = hdk;
   t.head_dim_v = hdv;
-  if (kv.type() == kv::KvCacheType::kF16) {
-    run_f16_chunks(layer, seq, kv, tile, tile_lo, tile_hi, t, s);
-  } else {
-    const int64_t b_begin = tile_lo / bs;
-    const int64_t b_end = (tile_hi + bs - 1) / bs;
-    auto prefetch_block = [&](int64_t b) {
-      if (b >= b_end) return;
-      const kv::BlockId block = seq.block_table[b];
-      prefetch_to_l2(kv.key<float>(layer, block, tile.kv_head), bs * hdk * sizeof(float));
-      prefetch_to_l2(kv.value<float>(layer, block, tile.kv_head), bs * hdv * sizeof(float));
-    };
-    for (int64_t d = 0; d < kPrefetchBlocks; ++d) prefetch_block(b_begin + d);
-    for (int64_t b = b_begin; b < b_end; ++b) {
-      const kv::BlockId block = seq.block_table[b];
-      const float* kb = kv.key<float>(layer, block, tile.kv_head);
-      const float* vb = kv.value<float>(layer, block, tile.kv_head);
-      prefetch_block(b + kPrefetchBlocks);
-      for (int32_t sub = 0; sub < bs; sub += kMaxKeys) {
-        const int64_t first = b * bs + sub;  // position of the sub-block's key 0
-        const int32_t n_keys = std::min(kMaxKeys, bs - sub);
-        if (first >= tile_hi || first + n_keys <= tile_lo) continue;
-        set_key_ranges(s, n_rows, first, n_keys);
-        kernels::attention_block(t, kb + sub * hdk, vb + sub * hdv, n_keys);
-      }
+  const bool f16 = kv.type() == kv::KvCacheType::kF16;
+  const size_t element_bytes = f16 ? sizeof(uint16_t) : sizeof(float);
+  auto block_view = [&](int64_t b) {
+    const kv::BlockId block = seq.block_table[b];
+    kernels::KvBlock view;
+    view.k_stride = bs;
+    view.f16 = f16;
+    if (f16) {
+      view.k = kv.key<uint16_t>(layer, block, tile.kv_head);
+      view.v = kv.value<uint16_t>(layer, block, tile.kv_head);
+    } else {
+      view.k = kv.key<float>(layer, block, tile.kv_head);
+      view.v = kv.value<float>(layer, block, tile.kv_head);
     }
+    return view;
+  };
+  const int64_t b_begin = tile_lo / bs;
+  const int64_t b_end = (tile_hi + bs - 1) / bs;
+  auto prefetch_block = [&](int64_t b) {
+    if (b >= b_end) return;
+    const kernels::KvBlock view = block_view(b);
+    prefetch_to_l2(view.k, bs * hdk * element_bytes);
+    prefetch_to_l2(view.v, bs * hdv * element_bytes);
+  };
+  for (int64_t d = 0; d < kPrefetchBlocks; ++d) prefetch_block(b_begin + d);
+  for (int64_t b = b_begin; b < b_end; ++b) {
+    prefetch_block(b + kPrefetchBlocks);
+    const int64_t first = b * bs;  // position of the block's slot 0
+    set_key_ranges(s, n_rows, first, bs);
+    kernels::attention_block(t, block_view(b), bs);
   }
 
   for (int32_t qi = 0; qi < tile.n_q; ++qi) {

@@ -9,7 +9,8 @@
 // block is read once per tile; tiles are handed to the pool's threads dynamically. Per row the
 // blocks are folded in order with a block-wise online softmax (kernels/attention.h), so a token's
 // output does not depend on what else is in the batch, on the tiling or on the thread.
-// reserve() sizes every buffer; run() allocates nothing.
+// reserve() sizes every buffer; run() calls it, so it allocates only for a step larger (in
+// tokens, threads or block size) than every one before.
 #pragma once
 
 #include <cstddef>
@@ -26,8 +27,9 @@ namespace llms::model {
 
 class PagedAttention {
  public:
-  // For steps of up to max_tokens tokens on a pool of n_threads threads.
-  void reserve(const ModelConfig& config, int n_threads, int32_t max_tokens);
+  // For steps of up to max_tokens tokens on a pool of n_threads threads, with KV blocks of up to
+  // block_size slots.
+  void reserve(const ModelConfig& config, int n_threads, int32_t max_tokens, int32_t block_size);
 
   // q: [token][n_heads][head_dim_k]; k, v: [token][n_kv_heads][head_dim]; out:
   // [token][n_heads][head_dim_v]. The batch must have been validated against `kv`.
@@ -45,21 +47,20 @@ class PagedAttention {
   };
   struct Scratch {
     std::vector<float> q, acc, max, sum, scores;
-    std::vector<float> k_f32, v_f32;  // kMaxKeys positions widened from an f16 cache
+    std::vector<float> values;  // one f16 block's values widened
     std::vector<int32_t> key_begin, key_end, pos, lo;
   };
 
   void run_tile(const ModelConfig& config, size_t layer, const kv::StepBatch& batch, KvStorage& kv,
                 const Tile& tile, const float* q, float* out, Scratch& s) const;
-  void run_f16_chunks(size_t layer, const kv::SequenceSlice& seq, KvStorage& kv, const Tile& tile,
-                      int64_t tile_lo, int64_t tile_hi, kernels::AttentionTile& t,
-                      Scratch& s) const;
   // Each row's visible keys [key_begin, key_end) within the n_keys keys from position `first`.
   static void set_key_ranges(Scratch& s, int32_t n_rows, int64_t first, int32_t n_keys);
 
   int32_t max_tokens_ = 0;
   int n_threads_ = 0;
   int32_t max_rows_ = 0;
+  int32_t block_size_ = 0;
+  std::vector<uint16_t> key_halves_;  // a key converted to f16 before its dim-major scatter
   std::vector<Tile> tiles_;
   std::vector<Scratch> scratch_;  // one per pool thread
 };

@@ -121,7 +121,6 @@ void Transformer::reserve(int32_t max_tokens, int32_t max_logit_rows) {
   buf_.up.assign(t * c.n_ff, 0.0f);
   buf_.ffn.assign(t * c.n_embd, 0.0f);
   buf_.logit_in.assign(static_cast<size_t>(max_logit_rows) * c.n_embd, 0.0f);
-  attention_->reserve(c, pool_.size(), max_tokens);
   buf_.max_tokens = max_tokens;
   buf_.max_logit_rows = max_logit_rows;
   scratch_.reserve(max_tokens, static_cast<int64_t>(std::max(c.n_ff, c.n_heads * c.head_dim_v)));

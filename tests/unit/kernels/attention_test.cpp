@@ -28,27 +28,66 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // One sequence's cache: n_blocks blocks of block_size keys (and values), block b holding
-// positions [b * block_size, (b + 1) * block_size).
+// positions [b * block_size, (b + 1) * block_size). k and v are key-major, for the reference;
+// the kernel reads the blocks as the cache stores them (keys dim-major per block), in f32 or,
+// for an f16 cache, in halves (k and v then hold the values the halves represent).
 struct Cache {
   int64_t hdk = 0;
   int64_t hdv = 0;
   int32_t block_size = 0;
   int32_t n_pos = 0;  // positions that hold real data; later slots are NaN
+  bool f16 = false;
   std::vector<float> k;
   std::vector<float> v;
+  std::vector<float> k_blocks;       // per block: hdk rows of block_size keys
+  std::vector<uint16_t> k_blocks16;  // the same in halves
+  std::vector<uint16_t> v16;         // v in halves
   const float* key(int32_t p) const { return k.data() + p * hdk; }
   const float* value(int32_t p) const { return v.data() + p * hdv; }
+  KvBlock block(int32_t b) const {
+    KvBlock view;
+    const size_t k_off = static_cast<size_t>(b) * static_cast<size_t>(block_size * hdk);
+    const size_t v_off = static_cast<size_t>(b) * static_cast<size_t>(block_size * hdv);
+    view.k = f16 ? static_cast<const void*>(k_blocks16.data() + k_off)
+                 : static_cast<const void*>(k_blocks.data() + k_off);
+    view.v = f16 ? static_cast<const void*>(v16.data() + v_off)
+                 : static_cast<const void*>(v.data() + v_off);
+    view.k_stride = block_size;
+    view.f16 = f16;
+    return view;
+  }
 };
 
-Cache make_cache(uint64_t salt, int64_t hdk, int64_t hdv, int32_t block_size, int32_t n_pos) {
+Cache make_cache(uint64_t salt, int64_t hdk, int64_t hdv, int32_t block_size, int32_t n_pos,
+                 bool f16 = false) {
   auto rng = rng_for(salt);
-  Cache c{hdk, hdv, block_size, n_pos, {}, {}};
+  Cache c;
+  c.hdk = hdk;
+  c.hdv = hdv;
+  c.block_size = block_size;
+  c.n_pos = n_pos;
+  c.f16 = f16;
   const int32_t n_blocks = (n_pos + block_size - 1) / block_size;
   const auto slots = static_cast<size_t>(n_blocks) * static_cast<size_t>(block_size);
   c.k = gaussian(rng, slots * static_cast<size_t>(hdk));
   c.v = gaussian(rng, slots * static_cast<size_t>(hdv));
   std::fill(c.k.begin() + n_pos * hdk, c.k.end(), kNaN);
   std::fill(c.v.begin() + n_pos * hdv, c.v.end(), kNaN);
+  if (f16) {
+    for (float& x : c.k) x = quant::fp16_to_fp32(quant::fp32_to_fp16(x));
+    for (float& x : c.v) x = quant::fp16_to_fp32(quant::fp32_to_fp16(x));
+  }
+  c.k_blocks.resize(c.k.size());
+  for (size_t p = 0; p < slots; ++p) {
+    const size_t b = p / static_cast<size_t>(block_size);
+    const size_t slot = p % static_cast<size_t>(block_size);
+    for (int64_t e = 0; e < hdk; ++e) {
+      c.k_blocks[(b * static_cast<size_t>(hdk) + static_cast<size_t>(e)) * block_size + slot] =
+          c.k[p * static_cast<size_t>(hdk) + static_cast<size_t>(e)];
+    }
+  }
+  for (float x : c.k_blocks) c.k_blocks16.push_back(quant::fp32_to_fp16(x));
+  for (float x : c.v) c.v16.push_back(quant::fp32_to_fp16(x));
   return c;
 }
 
@@ -61,6 +100,7 @@ std::vector<float> attend(const AttentionTable& table, const Cache& c, const std
   std::vector<float> max(static_cast<size_t>(n_rows), kNegInf);
   std::vector<float> sum(static_cast<size_t>(n_rows), 0.0f);
   std::vector<float> scores(static_cast<size_t>(n_rows * c.block_size), 0.0f);
+  std::vector<float> values(static_cast<size_t>(c.block_size * c.hdv), 0.0f);
   std::vector<int32_t> begin(static_cast<size_t>(n_rows));
   std::vector<int32_t> end(static_cast<size_t>(n_rows));
   AttentionTile t;
@@ -71,6 +111,7 @@ std::vector<float> attend(const AttentionTable& table, const Cache& c, const std
   t.key_begin = begin.data();
   t.key_end = end.data();
   t.scores = scores.data();
+  t.values = values.data();
   t.n_rows = n_rows;
   t.head_dim_k = c.hdk;
   t.head_dim_v = c.hdv;
@@ -80,7 +121,7 @@ std::vector<float> attend(const AttentionTable& table, const Cache& c, const std
       begin[static_cast<size_t>(r)] = std::max(lo[static_cast<size_t>(r)] - first, 0);
       end[static_cast<size_t>(r)] = std::min(pos[static_cast<size_t>(r)] + 1 - first, c.block_size);
     }
-    table.block(t, c.key(first), c.value(first), c.block_size);
+    table.block(t, c.block(first / c.block_size), c.block_size);
   }
   for (int32_t r = 0; r < n_rows; ++r) {
     for (int64_t e = 0; e < c.hdv; ++e)
@@ -120,6 +161,7 @@ class Attention : public ::testing::TestWithParam<Isa> {
     LLMS_SKIP_UNLESS_ISA(GetParam());
     table_ = &attention_table(GetParam());
   }
+  void check_shapes(bool f16) const;
   const AttentionTable* table_ = nullptr;
 };
 
@@ -131,16 +173,23 @@ struct Shape {
 };
 
 TEST_P(Attention, MatchesSoftmaxAttentionOverPagedBlocks) {
+  for (bool f16 : {false, true}) {
+    SCOPED_TRACE(f16 ? "f16 cache" : "f32 cache");
+    check_shapes(f16);
+  }
+}
+
+void Attention::check_shapes(bool f16) const {
   const Shape shapes[] = {
-      {64, 64, 16, 77, 0},   {64, 64, 16, 300, 0},   {64, 64, 16, 300, 37},
-      {256, 256, 16, 40, 0}, {256, 256, 16, 61, 20}, {128, 128, 5, 23, 0},
-      {64, 64, 64, 130, 0},  {8, 16, 3, 10, 4},      {12, 20, 16, 33, 0},  // 12/20: scalar fallback
-      {64, 64, 1, 9, 0},     {64, 64, 24, 50, 9},
+      {64, 64, 16, 77, 0},    {64, 64, 16, 300, 0}, {64, 64, 16, 300, 37}, {256, 256, 16, 40, 0},
+      {256, 256, 16, 61, 20}, {128, 128, 5, 23, 0},                       // 5: scalar fallback
+      {64, 64, 64, 130, 0},   {8, 16, 3, 10, 4},    {12, 20, 16, 33, 0},  // 20: scalar fallback
+      {64, 64, 1, 9, 0},      {64, 64, 24, 50, 9},  {12, 16, 8, 21, 0},    {64, 64, 32, 70, 11},
   };
   uint64_t salt = 0;
   for (const Shape& sh : shapes) {
     ++salt;
-    const Cache c = make_cache(1000 + salt, sh.hdk, sh.hdv, sh.block_size, sh.n_pos);
+    const Cache c = make_cache(1000 + salt, sh.hdk, sh.hdv, sh.block_size, sh.n_pos, f16);
     auto rng = rng_for(2000 + salt);
     // Rows at spread positions, several rows per position (like the heads of a group), the
     // last position included so the partial last block is exercised.
@@ -177,18 +226,20 @@ TEST_P(Attention, SurvivesLargeScoresAndRescales) {
 
 // A row's result is bit-identical whether it runs alone or among other rows (batch invariance).
 TEST_P(Attention, RowResultDoesNotDependOnTheTile) {
-  const Cache c = make_cache(4000, 64, 64, 16, 90);
-  auto rng = rng_for(4001);
-  const std::vector<int32_t> pos = {89, 3, 40, 89, 17, 64, 88};
-  const std::vector<int32_t> lo = {0, 0, 25, 70, 0, 0, 5};
-  const std::vector<float> q = gaussian(rng, pos.size() * 64, 0.3f);
-  const std::vector<float> together = attend(*table_, c, q, pos, lo);
-  for (size_t r = 0; r < pos.size(); ++r) {
-    const std::vector<float> q_r(q.begin() + static_cast<int64_t>(r) * 64,
-                                 q.begin() + static_cast<int64_t>(r + 1) * 64);
-    const std::vector<float> alone = attend(*table_, c, q_r, {pos[r]}, {lo[r]});
-    EXPECT_EQ(0, std::memcmp(alone.data(), together.data() + r * 64, 64 * sizeof(float)))
-        << "row " << r;
+  for (bool f16 : {false, true}) {
+    const Cache c = make_cache(4000, 64, 64, 16, 90, f16);
+    auto rng = rng_for(4001);
+    const std::vector<int32_t> pos = {89, 3, 40, 89, 17, 64, 88};
+    const std::vector<int32_t> lo = {0, 0, 25, 70, 0, 0, 5};
+    const std::vector<float> q = gaussian(rng, pos.size() * 64, 0.3f);
+    const std::vector<float> together = attend(*table_, c, q, pos, lo);
+    for (size_t r = 0; r < pos.size(); ++r) {
+      const std::vector<float> q_r(q.begin() + static_cast<int64_t>(r) * 64,
+                                   q.begin() + static_cast<int64_t>(r + 1) * 64);
+      const std::vector<float> alone = attend(*table_, c, q_r, {pos[r]}, {lo[r]});
+      EXPECT_EQ(0, std::memcmp(alone.data(), together.data() + r * 64, 64 * sizeof(float)))
+          << "row " << r << (f16 ? " (f16 cache)" : " (f32 cache)");
+    }
   }
 }
 
@@ -200,10 +251,12 @@ TEST_P(Attention, RowWithoutVisibleKeysIsUntouched) {
   float max = 2.0f;
   float sum = 3.0f;
   std::vector<float> scores(16, 0.0f);
+  std::vector<float> values(16 * 64, 0.0f);
   const int32_t begin = 9;
   const int32_t end = 9;
-  AttentionTile t{q.data(), acc.data(), &max, &sum, &begin, &end, scores.data(), 1, 64, 64};
-  table_->block(t, c.key(0), c.value(0), 16);
+  AttentionTile t{q.data(),      acc.data(),    &max, &sum, &begin, &end,
+                  scores.data(), values.data(), 1,    64,   64};
+  table_->block(t, c.block(0), 16);
   EXPECT_EQ(max, 2.0f);
   EXPECT_EQ(sum, 3.0f);
   for (float a : acc) EXPECT_EQ(a, 1.5f);

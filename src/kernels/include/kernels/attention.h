@@ -6,15 +6,18 @@
 //     KV head, with per row a running max, a running sum of exp(score - max) and an
 //     unnormalised output accumulator acc = sum_j exp(score_j - max) * v_j. Start a row with
 //     max = -inf, sum = 0, acc = 0; after its last block its output is acc / sum.
-//   - attention_block() folds one block of n_keys contiguous keys (row j at k + j * head_dim_k)
-//     and values (v + j * head_dim_v) into every row: row r sees keys key_begin[r] <= j <
+//   - attention_block() folds one cache block of n_keys keys and values (KvBlock: f32 or f16
+//     elements; keys dim-major, element e of key j at k[e * k_stride + j], so the scores of
+//     consecutive keys come out in vector lanes without a horizontal sum; values key-major,
+//     key j's at v + j * head_dim_v) into every row: row r sees keys key_begin[r] <= j <
 //     key_end[r] (the causal mask and the sliding window, cut to this block); other keys do not
-//     exist for it, and a row that sees none is left untouched. Keys outside a row's range may
-//     hold any bits: they are never combined with that row's values.
+//     exist for it, and a row that sees none is left untouched. Keys outside a row's range, and
+//     the slots of the block past n_keys, may hold any bits: they never reach that row's result.
 //   - Each row's result depends only on its own q, range and state and on the block: never on
 //     the other rows of the tile nor on n_rows (batch invariance relies on it).
-//   - `scores` is scratch for n_rows * n_keys floats.
-//   - The AVX2 path needs head_dim_k and head_dim_v to be multiples of 8 and falls back to the
+//   - Scratch: `scores` holds n_rows * k_stride floats, `values` n_keys * head_dim_v floats
+//     (an f16 block's values are widened there once for all rows).
+//   - The AVX2 path needs k_stride and head_dim_v to be multiples of 8 and falls back to the
 //     scalar reference otherwise; it matches the reference to f32 rounding (its exp is a
 //     polynomial with relative error below 1e-6; inputs below -87.3 give exactly 0).
 //   - The free functions run the best_isa() path (AVX-512 CPUs use AVX2); attention_table(isa)
@@ -35,25 +38,33 @@ struct AttentionTile {
   float* sum = nullptr;                // n_rows
   const int32_t* key_begin = nullptr;  // n_rows
   const int32_t* key_end = nullptr;    // n_rows
-  float* scores = nullptr;             // scratch, n_rows x n_keys
+  float* scores = nullptr;             // scratch, n_rows x k_stride
+  float* values = nullptr;             // scratch, n_keys x head_dim_v (f16 blocks)
   int32_t n_rows = 0;
   int64_t head_dim_k = 0;
   int64_t head_dim_v = 0;
 };
 
-void attention_block(const AttentionTile& tile, const float* k, const float* v, int32_t n_keys);
+// One block of one KV head as the cache holds it.
+struct KvBlock {
+  const void* k = nullptr;  // head_dim_k rows of k_stride keys (dim-major)
+  const void* v = nullptr;  // k_stride rows of head_dim_v values (key-major)
+  int32_t k_stride = 0;     // slots per block, >= n_keys
+  bool f16 = false;         // IEEE halves, else f32
+};
+
+void attention_block(const AttentionTile& tile, const KvBlock& block, int32_t n_keys);
 
 // y[i] = exp(x[i]) for n values (y may alias x). Exactly 0 below -87.3.
 void exp_array(const float* x, float* y, int64_t n);
 
 // An f16 KV cache: keys and values stored as IEEE half floats (f32 -> f16 rounds to nearest
-// even, as F16C does; f16 -> f32 is exact), widened to f32 a block at a time for
-// attention_block. Every path gives the same bits.
+// even, as F16C does; f16 -> f32 is exact). Every path gives the same bits.
 void f32_to_f16_array(const float* x, uint16_t* y, int64_t n);
 void f16_to_f32_array(const uint16_t* x, float* y, int64_t n);
 
 struct AttentionTable {
-  void (*block)(const AttentionTile& tile, const float* k, const float* v, int32_t n_keys);
+  void (*block)(const AttentionTile& tile, const KvBlock& block, int32_t n_keys);
   void (*exp)(const float* x, float* y, int64_t n);
   void (*to_f16)(const float* x, uint16_t* y, int64_t n);
   void (*from_f16)(const uint16_t* x, float* y, int64_t n);

@@ -1,12 +1,13 @@
 // model/kv_storage: the tensors behind the paged KV cache.
 //
 // kv/ decides which block holds which positions (block tables, ref counts, prefix sharing);
-// this class only holds the numbers. Per layer, blocks are laid out [block][kv_head][slot][dim],
-// so attention streams one head's keys contiguously and writing a token touches one slot per
-// head. Elements are f32 or f16 (kv::KvCacheType; f16 halves what attention reads per step,
-// which at 32 decoding sequences is ~40 % as many bytes as the weights). Memory is reserved
-// once, up front, on huge pages (util/huge_page_buffer.h: attention streams one head block
-// after another from scattered blocks) and touched on first use.
+// this class only holds the numbers. Per layer, values are laid out [block][kv_head][slot][dim]
+// and keys [block][kv_head][dim][slot]: one head's block is contiguous either way, so attention
+// streams it, and keys dim-major let it compute the scores of consecutive keys in vector lanes
+// (a token's key is written with a stride of block_size). Elements are f32 or f16 (kv::KvCacheType;
+// f16 halves what attention reads per step, which at 32 decoding sequences is ~40 % as many bytes
+// as the weights). Memory is reserved once, up front, on huge pages (util/huge_page_buffer.h:
+// attention streams one head block after another from scattered blocks) and touched on first use.
 //
 // Contract: key<float>()/value<float>() only for an f32 store and key<uint16_t>()/value<uint16_t>()
 // only for an f16 one (they throw llms::Error(kInvalidArgument) otherwise: a type mix-up would
@@ -42,8 +43,9 @@ class KvStorage {
   static size_t bytes_per_block(const ModelConfig& config, int32_t block_size,
                                 kv::KvCacheType type = kv::KvCacheType::kF32);
 
-  // Start of one head's block of keys/values: block_size rows of head_dim elements, as T = float
-  // (an f32 store) or T = uint16_t (an f16 store, IEEE half bits).
+  // Start of one head's block of keys (head_dim rows of block_size slots) or values (block_size
+  // rows of head_dim elements), as T = float (an f32 store) or T = uint16_t (an f16 store, IEEE
+  // half bits).
   template <class T>
   T* key(size_t layer, int32_t block, uint64_t kv_head) {
     return static_cast<T*>(at(keys_, element_type<T>(), layer, block, kv_head, head_dim_k_));
