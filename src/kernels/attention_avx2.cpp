@@ -5,8 +5,9 @@
 // one fma chain per row and 8 keys over the dims (a key vector loaded, widened from f16 if need
 // be, once for all the rows; the query element broadcast), and the scores come out in lanes with
 // no horizontal sum. Then per row: the block max over its visible keys (others masked to -inf),
-// one vectorised exp, one rescale of the accumulator, and the values accumulated 64 (or 8) dims
-// at a time (an f16 block's values widened once per call for every row). A row's arithmetic is
+// one vectorised exp, one rescale of the accumulator, and the values accumulated 16 (or 8) dims
+// at a time for up to 4 rows that see the same keys (the heads of one position), each key's
+// values loaded, and widened from f16 if need be, once for them all. A row's arithmetic is
 // fixed by its own key range and the block: which rows share a call, and how they are grouped,
 // never changes its operations or their order.
 //
@@ -52,8 +53,6 @@ inline __m256 exp8(__m256 x) {
       _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
 }
-
-void from_f16_avx2(const uint16_t* x, float* y, int64_t n);
 
 inline float exp1(float x) { return _mm256_cvtss_f32(exp8(_mm256_set1_ps(x))); }
 
@@ -123,49 +122,58 @@ void scores(const float* q, int32_t n_rows, int64_t hdk, const void* k, int64_t 
   }
 }
 
-// acc[0, 64) = acc * correction + sum_{j in [begin, end)} p[j] * v_j[0, 64). Named registers,
-// not an array: GCC keeps an array of __m256 in memory and stores it back on every key.
-inline void accumulate64(float* acc, const float* p, const float* v, int64_t hdv, int32_t begin,
-                         int32_t end, float correction) {
-  const __m256 c = _mm256_set1_ps(correction);
-  __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(acc + 0), c);
-  __m256 a1 = _mm256_mul_ps(_mm256_loadu_ps(acc + 8), c);
-  __m256 a2 = _mm256_mul_ps(_mm256_loadu_ps(acc + 16), c);
-  __m256 a3 = _mm256_mul_ps(_mm256_loadu_ps(acc + 24), c);
-  __m256 a4 = _mm256_mul_ps(_mm256_loadu_ps(acc + 32), c);
-  __m256 a5 = _mm256_mul_ps(_mm256_loadu_ps(acc + 40), c);
-  __m256 a6 = _mm256_mul_ps(_mm256_loadu_ps(acc + 48), c);
-  __m256 a7 = _mm256_mul_ps(_mm256_loadu_ps(acc + 56), c);
-  for (int32_t j = begin; j < end; ++j) {
-    const __m256 pj = _mm256_broadcast_ss(p + j);
-    const float* vj = v + j * hdv;
-    a0 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 0), a0);
-    a1 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 8), a1);
-    a2 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 16), a2);
-    a3 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 24), a3);
-    a4 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 32), a4);
-    a5 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 40), a5);
-    a6 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 48), a6);
-    a7 = _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + 56), a7);
+// The values of NR rows that see the same keys [begin, end): per row and element, acc * correction
+// and then one fma per key in key order (the same arithmetic for a row alone or among others),
+// 16 dims at a time (8 for a last odd 8), each key's values loaded, and widened from f16 if need
+// be, once for all NR rows.
+template <bool kF16, int NR, int NV>
+inline void accumulate_dims(float* const* acc, const float* const* p, const float* correction,
+                            const void* v, int64_t hdv, int64_t e, int32_t begin, int32_t end) {
+  __m256 a[NR][NV];
+  for (int r = 0; r < NR; ++r) {
+    const __m256 c = _mm256_set1_ps(correction[r]);
+    for (int u = 0; u < NV; ++u) a[r][u] = _mm256_mul_ps(_mm256_loadu_ps(acc[r] + e + 8 * u), c);
   }
-  _mm256_storeu_ps(acc + 0, a0);
-  _mm256_storeu_ps(acc + 8, a1);
-  _mm256_storeu_ps(acc + 16, a2);
-  _mm256_storeu_ps(acc + 24, a3);
-  _mm256_storeu_ps(acc + 32, a4);
-  _mm256_storeu_ps(acc + 40, a5);
-  _mm256_storeu_ps(acc + 48, a6);
-  _mm256_storeu_ps(acc + 56, a7);
+  for (int32_t j = begin; j < end; ++j) {
+    __m256 vj[NV];
+    for (int u = 0; u < NV; ++u) vj[u] = load8<kF16>(v, j * hdv + e + 8 * u);
+    for (int r = 0; r < NR; ++r) {
+      const __m256 pj = _mm256_broadcast_ss(p[r] + j);
+      for (int u = 0; u < NV; ++u) a[r][u] = _mm256_fmadd_ps(pj, vj[u], a[r][u]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) {
+    for (int u = 0; u < NV; ++u) _mm256_storeu_ps(acc[r] + e + 8 * u, a[r][u]);
+  }
 }
 
-// The same for 8 dims (the same per-element arithmetic).
-inline void accumulate8(float* acc, const float* p, const float* v, int64_t hdv, int32_t begin,
-                        int32_t end, float correction) {
-  __m256 a = _mm256_mul_ps(_mm256_loadu_ps(acc), _mm256_set1_ps(correction));
-  for (int32_t j = begin; j < end; ++j) {
-    a = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), _mm256_loadu_ps(v + j * hdv), a);
+template <bool kF16, int NR>
+inline void accumulate_rows(float* const* acc, const float* const* p, const float* correction,
+                            const void* v, int64_t hdv, int32_t begin, int32_t end) {
+  int64_t e = 0;
+  for (; e + 16 <= hdv; e += 16) {
+    accumulate_dims<kF16, NR, 2>(acc, p, correction, v, hdv, e, begin, end);
   }
-  _mm256_storeu_ps(acc, a);
+  if (e < hdv) accumulate_dims<kF16, NR, 1>(acc, p, correction, v, hdv, e, begin, end);
+}
+
+template <bool kF16>
+void accumulate(int nr, float* const* acc, const float* const* p, const float* correction,
+                const void* v, int64_t hdv, int32_t begin, int32_t end) {
+  switch (nr) {
+    case 4:
+      accumulate_rows<kF16, 4>(acc, p, correction, v, hdv, begin, end);
+      break;
+    case 3:
+      accumulate_rows<kF16, 3>(acc, p, correction, v, hdv, begin, end);
+      break;
+    case 2:
+      accumulate_rows<kF16, 2>(acc, p, correction, v, hdv, begin, end);
+      break;
+    default:
+      accumulate_rows<kF16, 1>(acc, p, correction, v, hdv, begin, end);
+      break;
+  }
 }
 
 void block_avx2(const AttentionTile& t, const KvBlock& kv, int32_t n_keys) {
@@ -186,24 +194,6 @@ void block_avx2(const AttentionTile& t, const KvBlock& kv, int32_t n_keys) {
     float new_max, correction, block_sum;
   };
   RowState st[kRowsAtOnce];
-  const float* values = static_cast<const float*>(kv.v);
-  if (kv.f16) {
-    // Widen the values every row of the tile may use, once.
-    int32_t lo = n_keys;
-    int32_t hi = 0;
-    for (int32_t r = 0; r < t.n_rows; ++r) {
-      const int32_t b = std::max(t.key_begin[r], 0);
-      const int32_t e = std::min(t.key_end[r], n_keys);
-      if (b >= e) continue;
-      lo = std::min(lo, b);
-      hi = std::max(hi, e);
-    }
-    if (lo < hi) {
-      from_f16_avx2(static_cast<const uint16_t*>(kv.v) + lo * hdv, t.values + lo * hdv,
-                    (hi - lo) * hdv);
-    }
-    values = t.values;
-  }
   for (int32_t r0 = 0; r0 < t.n_rows; r0 += kRowsAtOnce) {
     const int32_t n_here = std::min(kRowsAtOnce, t.n_rows - r0);
     // Key groups of 8 (aligned to the block start) that meet some row's [begin, end).
@@ -262,21 +252,42 @@ void block_avx2(const AttentionTile& t, const KvBlock& kv, int32_t n_keys) {
       }
       rs.block_sum = hsum(vsum);
     }
-    for (int32_t i = 0; i < n_here; ++i) {
-      const int32_t r = r0 + i;
-      const RowState& rs = st[i];
-      if (rs.begin >= rs.end) continue;
-      const float* s = t.scores + static_cast<int64_t>(r) * ks;
-      float* acc = t.acc + r * hdv;
-      int64_t e = 0;
-      for (; e + 64 <= hdv; e += 64) {
-        accumulate64(acc + e, s, values + e, hdv, rs.begin, rs.end, rs.correction);
+    // Values: runs of consecutive rows with the same key range (the heads of one position) in
+    // chunks of up to 4, balanced (7 rows: 4 + 3).
+    for (int32_t i = 0; i < n_here;) {
+      const RowState& first = st[i];
+      int32_t run = 1;
+      while (i + run < n_here && st[i + run].begin == first.begin && st[i + run].end == first.end) {
+        ++run;
       }
-      for (; e < hdv; e += 8) {
-        accumulate8(acc + e, s, values + e, hdv, rs.begin, rs.end, rs.correction);
+      if (first.begin < first.end) {
+        const int32_t n_chunks = (run + 3) / 4;
+        for (int32_t c = 0, done = 0; c < n_chunks; ++c) {
+          const int32_t nr = (run - done + (n_chunks - c) - 1) / (n_chunks - c);
+          float* acc[4];
+          const float* p[4];
+          float correction[4];
+          for (int32_t k = 0; k < nr; ++k) {
+            const int32_t r = r0 + i + done + k;
+            acc[k] = t.acc + r * hdv;
+            p[k] = t.scores + static_cast<int64_t>(r) * ks;
+            correction[k] = st[i + done + k].correction;
+          }
+          if (kv.f16) {
+            accumulate<true>(nr, acc, p, correction, kv.v, hdv, first.begin, first.end);
+          } else {
+            accumulate<false>(nr, acc, p, correction, kv.v, hdv, first.begin, first.end);
+          }
+          done += nr;
+        }
+        for (int32_t k = 0; k < run; ++k) {
+          const int32_t r = r0 + i + k;
+          const RowState& rs = st[i + k];
+          t.sum[r] = t.sum[r] * rs.correction + rs.block_sum;
+          t.max[r] = rs.new_max;
+        }
       }
-      t.sum[r] = t.sum[r] * rs.correction + rs.block_sum;
-      t.max[r] = rs.new_max;
+      i += run;
     }
   }
 }

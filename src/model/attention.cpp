@@ -57,7 +57,6 @@ void PagedAttention::reserve(const ModelConfig& config, int n_threads, int32_t m
     s.max.assign(rows, 0.0f);
     s.sum.assign(rows, 0.0f);
     s.scores.assign(rows * static_cast<size_t>(block_size_), 0.0f);
-    s.values.assign(static_cast<size_t>(block_size_) * config.head_dim_v, 0.0f);
     s.key_begin.assign(rows, 0);
     s.key_end.assign(rows, 0);
     s.pos.assign(rows, 0);
@@ -190,7 +189,6 @@ void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv:
   t.key_begin = s.key_begin.data();
   t.key_end = s.key_end.data();
   t.scores = s.scores.data();
-  t.values = s.values.data();
   t.n_rows = n_rows;
   t.head_dim_k = hdk;
   t.head_dim_v = hdv;

@@ -47,7 +47,6 @@ class PagedAttention {
   };
   struct Scratch {
     std::vector<float> q, acc, max, sum, scores;
-    std::vector<float> values;  // one f16 block's values widened
     std::vector<int32_t> key_begin, key_end, pos, lo;
   };
 

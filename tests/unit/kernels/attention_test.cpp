@@ -100,7 +100,6 @@ std::vector<float> attend(const AttentionTable& table, const Cache& c, const std
   std::vector<float> max(static_cast<size_t>(n_rows), kNegInf);
   std::vector<float> sum(static_cast<size_t>(n_rows), 0.0f);
   std::vector<float> scores(static_cast<size_t>(n_rows * c.block_size), 0.0f);
-  std::vector<float> values(static_cast<size_t>(c.block_size * c.hdv), 0.0f);
   std::vector<int32_t> begin(static_cast<size_t>(n_rows));
   std::vector<int32_t> end(static_cast<size_t>(n_rows));
   AttentionTile t;
@@ -111,7 +110,6 @@ std::vector<float> attend(const AttentionTable& table, const Cache& c, const std
   t.key_begin = begin.data();
   t.key_end = end.data();
   t.scores = scores.data();
-  t.values = values.data();
   t.n_rows = n_rows;
   t.head_dim_k = c.hdk;
   t.head_dim_v = c.hdv;
@@ -251,11 +249,9 @@ TEST_P(Attention, RowWithoutVisibleKeysIsUntouched) {
   float max = 2.0f;
   float sum = 3.0f;
   std::vector<float> scores(16, 0.0f);
-  std::vector<float> values(16 * 64, 0.0f);
   const int32_t begin = 9;
   const int32_t end = 9;
-  AttentionTile t{q.data(),      acc.data(),    &max, &sum, &begin, &end,
-                  scores.data(), values.data(), 1,    64,   64};
+  AttentionTile t{q.data(), acc.data(), &max, &sum, &begin, &end, scores.data(), 1, 64, 64};
   table_->block(t, c.block(0), 16);
   EXPECT_EQ(max, 2.0f);
   EXPECT_EQ(sum, 3.0f);

@@ -15,8 +15,7 @@
 //     the slots of the block past n_keys, may hold any bits: they never reach that row's result.
 //   - Each row's result depends only on its own q, range and state and on the block: never on
 //     the other rows of the tile nor on n_rows (batch invariance relies on it).
-//   - Scratch: `scores` holds n_rows * k_stride floats, `values` n_keys * head_dim_v floats
-//     (an f16 block's values are widened there once for all rows).
+//   - `scores` is scratch for n_rows * k_stride floats.
 //   - The AVX2 path needs k_stride and head_dim_v to be multiples of 8 and falls back to the
 //     scalar reference otherwise; it matches the reference to f32 rounding (its exp is a
 //     polynomial with relative error below 1e-6; inputs below -87.3 give exactly 0).
@@ -39,7 +38,6 @@ struct AttentionTile {
   const int32_t* key_begin = nullptr;  // n_rows
   const int32_t* key_end = nullptr;    // n_rows
   float* scores = nullptr;             // scratch, n_rows x k_stride
-  float* values = nullptr;             // scratch, n_keys x head_dim_v (f16 blocks)
   int32_t n_rows = 0;
   int64_t head_dim_k = 0;
   int64_t head_dim_v = 0;
