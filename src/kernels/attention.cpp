@@ -63,12 +63,10 @@ void exp_ref(const float* x, float* y, int64_t n) {
 
 void to_f16_ref(const float* x, uint16_t* y, int64_t n) { quant::fp32_to_fp16_row(x, y, n); }
 
-void from_f16_ref(const uint16_t* x, float* y, int64_t n) { quant::fp16_to_fp32_row(x, y, n); }
-
 }  // namespace
 
 const AttentionTable& attention_scalar() {
-  static const AttentionTable table{block_ref, exp_ref, to_f16_ref, from_f16_ref};
+  static const AttentionTable table{block_ref, exp_ref, to_f16_ref};
   return table;
 }
 
@@ -98,9 +96,5 @@ void attention_block(const AttentionTile& tile, const KvBlock& block, int32_t n_
 void exp_array(const float* x, float* y, int64_t n) { best_attention().exp(x, y, n); }
 
 void f32_to_f16_array(const float* x, uint16_t* y, int64_t n) { best_attention().to_f16(x, y, n); }
-
-void f16_to_f32_array(const uint16_t* x, float* y, int64_t n) {
-  best_attention().from_f16(x, y, n);
-}
 
 }  // namespace llms::kernels

@@ -310,19 +310,10 @@ void to_f16_avx2(const float* x, uint16_t* y, int64_t n) {
   }
 }
 
-void from_f16_avx2(const uint16_t* x, float* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(y + i,
-                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
-  }
-  for (; i < n; ++i) y[i] = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(x[i])));
-}
-
 }  // namespace
 
 const AttentionTable& attention_avx2() {
-  static const AttentionTable table{block_avx2, exp_avx2, to_f16_avx2, from_f16_avx2};
+  static const AttentionTable table{block_avx2, exp_avx2, to_f16_avx2};
   return table;
 }
 

@@ -281,10 +281,10 @@ TEST_P(Attention, ExpMatchesStdExp) {
   for (float v : low) EXPECT_EQ(v, 0.0f);
 }
 
-// The f16 cache's conversions give the same bits on every path: f32 -> f16 rounds to nearest
-// even (ties, subnormals, overflow to inf, NaN kept a NaN), f16 -> f32 is exact for all 65536
-// patterns. Lengths that are not multiples of the vector width exercise the tails.
-TEST_P(Attention, F16ConversionsMatchTheScalarReferenceBitForBit) {
+// The f16 cache's conversion gives the same bits on every path: f32 -> f16 rounds to nearest
+// even (ties, subnormals, overflow to inf, NaN kept a NaN). Lengths that are not multiples of
+// the vector width exercise the tails.
+TEST_P(Attention, ToF16MatchesTheScalarReferenceBitForBit) {
   auto rng = rng_for(6100);
   std::vector<float> x = gaussian(rng, 1001, 3.0f);
   const float specials[] = {0.0f,           -0.0f,
@@ -306,24 +306,6 @@ TEST_P(Attention, F16ConversionsMatchTheScalarReferenceBitForBit) {
       ASSERT_EQ(got[static_cast<size_t>(i)], want) << "x = " << x[static_cast<size_t>(i)];
     }
   }
-  std::vector<uint16_t> all(65536);
-  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
-  std::vector<float> wide(all.size());
-  table_->from_f16(all.data(), wide.data(), 65535);  // odd length: the last one via the tail
-  wide[65535] = 0.0f;
-  table_->from_f16(all.data() + 65535, wide.data() + 65535, 1);
-  for (size_t i = 0; i < all.size(); ++i) {
-    const float want = quant::fp16_to_fp32(all[i]);
-    uint32_t a = 0;
-    uint32_t b = 0;
-    std::memcpy(&a, &wide[i], 4);
-    std::memcpy(&b, &want, 4);
-    if (std::isnan(want)) {
-      ASSERT_TRUE(std::isnan(wide[i])) << "pattern " << i;
-    } else {
-      ASSERT_EQ(a, b) << "pattern " << i;
-    }
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, Attention, ::testing::ValuesIn(testing::all_isas()),
@@ -343,8 +325,7 @@ TEST(AttentionDispatch, FreeFunctionsMatchTheBestTable) {
   f32_to_f16_array(x, h, 3);
   attention_table(best_isa()).to_f16(x, h_ref, 3);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(h[i], h_ref[i]);
-  f16_to_f32_array(h, y, 3);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(y[i], x[i]);  // -1, 0.5 and 2 are exact halves
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(quant::fp16_to_fp32(h[i]), x[i]);  // exact halves
 }
 
 }  // namespace

@@ -57,15 +57,13 @@ void attention_block(const AttentionTile& tile, const KvBlock& block, int32_t n_
 void exp_array(const float* x, float* y, int64_t n);
 
 // An f16 KV cache: keys and values stored as IEEE half floats (f32 -> f16 rounds to nearest
-// even, as F16C does; f16 -> f32 is exact). Every path gives the same bits.
+// even, as F16C does; every path gives the same bits). attention_block widens them exactly.
 void f32_to_f16_array(const float* x, uint16_t* y, int64_t n);
-void f16_to_f32_array(const uint16_t* x, float* y, int64_t n);
 
 struct AttentionTable {
   void (*block)(const AttentionTile& tile, const KvBlock& block, int32_t n_keys);
   void (*exp)(const float* x, float* y, int64_t n);
   void (*to_f16)(const float* x, uint16_t* y, int64_t n);
-  void (*from_f16)(const uint16_t* x, float* y, int64_t n);
 };
 
 const AttentionTable& attention_table(Isa isa);
