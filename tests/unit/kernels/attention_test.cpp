@@ -179,22 +179,24 @@ TEST_P(Attention, MatchesSoftmaxAttentionOverPagedBlocks) {
 
 void Attention::check_shapes(bool f16) const {
   const Shape shapes[] = {
-      {64, 64, 16, 77, 0},    {64, 64, 16, 300, 0}, {64, 64, 16, 300, 37}, {256, 256, 16, 40, 0},
-      {256, 256, 16, 61, 20}, {128, 128, 5, 23, 0},                       // 5: scalar fallback
-      {64, 64, 64, 130, 0},   {8, 16, 3, 10, 4},    {12, 20, 16, 33, 0},  // 20: scalar fallback
-      {64, 64, 1, 9, 0},      {64, 64, 24, 50, 9},  {12, 16, 8, 21, 0},    {64, 64, 32, 70, 11},
+      {64, 64, 16, 77, 0},   {64, 64, 16, 300, 0},   {64, 64, 16, 300, 37},
+      {256, 256, 16, 40, 0}, {256, 256, 16, 61, 20}, {128, 128, 5, 23, 0},  // 5: scalar fallback
+      {64, 64, 64, 130, 0},  {8, 16, 3, 10, 4},      {12, 20, 16, 33, 0},   // 20: scalar fallback
+      {64, 64, 1, 9, 0},     {64, 64, 24, 50, 9},    {12, 16, 8, 21, 0},
+      {64, 64, 32, 70, 11},  {24, 24, 16, 40, 0},  // values 16 + 8 dims at a time
   };
   uint64_t salt = 0;
   for (const Shape& sh : shapes) {
     ++salt;
     const Cache c = make_cache(1000 + salt, sh.hdk, sh.hdv, sh.block_size, sh.n_pos, f16);
     auto rng = rng_for(2000 + salt);
-    // Rows at spread positions, several rows per position (like the heads of a group), the
-    // last position included so the partial last block is exercised.
+    // Rows at spread positions, 7 rows per position (like the heads of a group: the kernel
+    // sums their values 4 + 3 at a time), the last position included so the partial last block
+    // is exercised.
     std::vector<int32_t> pos;
     std::vector<int32_t> lo;
     for (int32_t p : {0, 1, sh.n_pos / 3, sh.n_pos / 2 + 1, sh.n_pos - 2, sh.n_pos - 1}) {
-      for (int h = 0; h < 3; ++h) {
+      for (int h = 0; h < 7; ++h) {
         pos.push_back(std::max(p, 0));
         lo.push_back(sh.window > 0 ? std::max(0, std::max(p, 0) - sh.window + 1) : 0);
       }
@@ -224,19 +226,26 @@ TEST_P(Attention, SurvivesLargeScoresAndRescales) {
 
 // A row's result is bit-identical whether it runs alone or among other rows (batch invariance).
 TEST_P(Attention, RowResultDoesNotDependOnTheTile) {
-  for (bool f16 : {false, true}) {
-    const Cache c = make_cache(4000, 64, 64, 16, 90, f16);
-    auto rng = rng_for(4001);
-    const std::vector<int32_t> pos = {89, 3, 40, 89, 17, 64, 88};
-    const std::vector<int32_t> lo = {0, 0, 25, 70, 0, 0, 5};
-    const std::vector<float> q = gaussian(rng, pos.size() * 64, 0.3f);
-    const std::vector<float> together = attend(*table_, c, q, pos, lo);
-    for (size_t r = 0; r < pos.size(); ++r) {
-      const std::vector<float> q_r(q.begin() + static_cast<int64_t>(r) * 64,
-                                   q.begin() + static_cast<int64_t>(r + 1) * 64);
-      const std::vector<float> alone = attend(*table_, c, q_r, {pos[r]}, {lo[r]});
-      EXPECT_EQ(0, std::memcmp(alone.data(), together.data() + r * 64, 64 * sizeof(float)))
-          << "row " << r << (f16 ? " (f16 cache)" : " (f32 cache)");
+  // Rows with their own ranges, then the 7 heads of one decoding position (one range, whose
+  // values the kernel sums 4 + 3 rows at a time).
+  const std::vector<std::vector<int32_t>> positions = {{89, 3, 40, 89, 17, 64, 88},
+                                                       {89, 89, 89, 89, 89, 89, 89}};
+  const std::vector<std::vector<int32_t>> lows = {{0, 0, 25, 70, 0, 0, 5}, {0, 0, 0, 0, 0, 0, 0}};
+  for (size_t set = 0; set < positions.size(); ++set) {
+    for (bool f16 : {false, true}) {
+      const Cache c = make_cache(4000, 64, 64, 16, 90, f16);
+      auto rng = rng_for(4001);
+      const std::vector<int32_t>& pos = positions[set];
+      const std::vector<int32_t>& lo = lows[set];
+      const std::vector<float> q = gaussian(rng, pos.size() * 64, 0.3f);
+      const std::vector<float> together = attend(*table_, c, q, pos, lo);
+      for (size_t r = 0; r < pos.size(); ++r) {
+        const std::vector<float> q_r(q.begin() + static_cast<int64_t>(r) * 64,
+                                     q.begin() + static_cast<int64_t>(r + 1) * 64);
+        const std::vector<float> alone = attend(*table_, c, q_r, {pos[r]}, {lo[r]});
+        EXPECT_EQ(0, std::memcmp(alone.data(), together.data() + r * 64, 64 * sizeof(float)))
+            << "set " << set << " row " << r << (f16 ? " (f16 cache)" : " (f32 cache)");
+      }
     }
   }
 }
