@@ -54,7 +54,9 @@ kv::KvCacheType parse_kv_cache_dtype(const std::string& name) {
 }
 
 void add_engine_options(CLI::App& cmd, EngineOptions& o) {
-  cmd.add_option("--block-size", o.block_size, "KV block size in tokens")->capture_default_str();
+  cmd.add_option("--block-size", o.block_size,
+                 "KV block size in tokens (multiples of 8 take the SIMD attention path)")
+      ->capture_default_str();
   cmd.add_option("--kv-cache-memory", o.kv_cache_memory, "KV pool size in bytes (e.g. 2GiB)");
   add_kv_cache_dtype_option(cmd, o.kv_cache_dtype);
   cmd.add_option("--kv-memory-fraction", o.kv_memory_fraction,
