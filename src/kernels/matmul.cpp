@@ -346,10 +346,29 @@ void run_block(const Plan& p, const Activations& acts, int64_t r0, int64_t r1, i
   t.y_stride = p.y_stride;
   for (int64_t ic = i0; ic < i1; ic += act_chunk) {
     const int64_t ic_end = std::min(i1, ic + act_chunk);
+    // A GEMM reads a weight tile from memory during its first activation tile only (the later
+    // ones find it in cache), so the stream came in bursts faster than one core can pull and the
+    // memory sat idle in between. The next weight tile is requested into L2 a share per
+    // activation tile instead, spreading the stream over all of them (the 145 MB output matrix
+    // at m = 32, from memory: 510 -> 550 GFLOP/s).
+    const int64_t n_act_tiles = (ic_end - ic + p.tile_cols - 1) / p.tile_cols;
+    const size_t tile_bytes = static_cast<size_t>(p.tile_rows) * w.row_bytes;
+    const size_t share = (tile_bytes / static_cast<size_t>(n_act_tiles) + 63) / 64 * 64;
     for (int64_t r = r0; r < r1; r += p.tile_rows) {
       t.w = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r) * w.row_bytes;
       t.n_w = static_cast<int>(std::min<int64_t>(p.tile_rows, r1 - r));
+      const uint8_t* next = t.w + tile_bytes;
+      const size_t next_bytes =
+          r + p.tile_rows < r1
+              ? std::min<size_t>(tile_bytes,
+                                 static_cast<size_t>(r1 - r - p.tile_rows) * w.row_bytes)
+              : 0;
+      size_t fetched = 0;
       for (int64_t i = ic; i < ic_end; i += p.tile_cols) {
+        if (n_act_tiles > 1) {
+          const size_t end = std::min(next_bytes, fetched + share);
+          for (; fetched < end; fetched += 64) __builtin_prefetch(next + fetched, 0, 2);
+        }
         t.a = act.a + static_cast<size_t>(i) * act.a_stride;
         t.n_a = static_cast<int>(std::min<int64_t>(p.tile_cols, ic_end - i));
         t.y = p.y + i * p.y_stride + r;
