@@ -358,17 +358,16 @@ void run_block(const Plan& p, const Activations& acts, int64_t r0, int64_t r1, i
       t.w = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r) * w.row_bytes;
       t.n_w = static_cast<int>(std::min<int64_t>(p.tile_rows, r1 - r));
       const uint8_t* next = t.w + tile_bytes;
+      // Nothing to spread for a single activation tile (a GEMV prefetches its own stream).
       const size_t next_bytes =
-          r + p.tile_rows < r1
+          n_act_tiles > 1 && r + p.tile_rows < r1
               ? std::min<size_t>(tile_bytes,
                                  static_cast<size_t>(r1 - r - p.tile_rows) * w.row_bytes)
               : 0;
       size_t fetched = 0;
       for (int64_t i = ic; i < ic_end; i += p.tile_cols) {
-        if (n_act_tiles > 1) {
-          const size_t end = std::min(next_bytes, fetched + share);
-          for (; fetched < end; fetched += 64) __builtin_prefetch(next + fetched, 0, 2);
-        }
+        const size_t end = std::min(next_bytes, fetched + share);
+        for (; fetched < end; fetched += 64) __builtin_prefetch(next + fetched, 0, 2);
         t.a = act.a + static_cast<size_t>(i) * act.a_stride;
         t.n_a = static_cast<int>(std::min<int64_t>(p.tile_cols, ic_end - i));
         t.y = p.y + i * p.y_stride + r;
