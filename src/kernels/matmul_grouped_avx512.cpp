@@ -1,4 +1,4 @@
-// kernels/matmul_grouped_avx512: VNNI GEMV and GEMM tiles for Q4_0, Q5_0, Q8_0 and Q4_K
+// kernels/matmul_grouped_avx512: VNNI GEMV and GEMM tiles for Q4_0, Q5_0, Q8_0, Q4_K and Q6_K
 // matrices in 16-row groups (WeightLayout::kRowGroups16; bytes in row_groups_layout.h).
 //
 // One zmm holds 4 consecutive weights of each of the group's 16 rows (unsigned: Q4_0/Q5_0 as
@@ -258,6 +258,168 @@ void q4k_gemm(const Tile& t) {
 
 constexpr Kernel q4_k{ActKind::kQ8K, kGroupRows, kGroupRows, kQ4kActRows, &q4k_gemv, &q4k_gemm};
 
+// Q6_K. Per super-block of a group: the 16 rows' int8 sub-block scales are widened once into a
+// stack array, as int32 lanes for vpmulld and as (scale 2j, scale 2j + 1) int16 pairs for the
+// -32 offset, which vpdpwssd takes against an activation row's pairs of 16-value sums; then per
+// 32-value chunk 8 weight vectors of unsigned 6-bit values (the low nibble from a low-bit
+// vector, bits 4-5 from a high-bit vector, joined by one vpternlogd) serve every activation row
+// of the tile, in two vpdpbusd chains, one per 16-value sub-block. Integers and the f32 step,
+// fma(d * da, sumi, acc), are the row kernels'.
+struct Q6kScales {
+  __m512i scale[16];  // sub-block k's scale, one int32 lane per row
+  __m512i pair[8];    // sub-blocks 2j and 2j + 1's scales as the two int16 halves of each lane
+};
+
+inline void decode_q6k_scales(const uint8_t* gb, Q6kScales* out) {
+  const uint8_t* s = gb + kGroupQ6kScales;
+  for (int k = 0; k < 16; ++k) {
+    out->scale[k] =
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16 * k)));
+  }
+  const __m512i low16 = _mm512_set1_epi32(0xffff);
+  for (int j = 0; j < 8; ++j) {
+    out->pair[j] = _mm512_or_si512(_mm512_and_si512(out->scale[2 * j], low16),
+                                   _mm512_slli_epi32(out->scale[2 * j + 1], 16));
+  }
+}
+
+// Chunk c (values 32c..32c+31) of the 16 rows, v[q] = values 32c + 4q..4q+3 (row_groups_layout.h).
+inline void unpack_q6k_chunk(const uint8_t* gb, int c, __m512i (&v)[8]) {
+  const int h = c / 4;
+  const int s = c % 4;
+  const uint8_t* low = gb + kGroupQ6kLow + 64 * 8 * (2 * h + s % 2);
+  const uint8_t* high = gb + kGroupQ6kHigh + 64 * 8 * h;
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i m33 = _mm512_set1_epi8(0x33);
+  for (int q = 0; q < 8; ++q) {
+    __m512i x = loadu512(low + 64 * q);
+    if (s >= 2) x = _mm512_srli_epi16(x, 4);
+    const __m512i y = loadu512(high + 64 * q);
+    // The high bits (bits 2s, 2s + 1 of each byte) moved to bits 4-5 with bits 6-7 clear: the
+    // 0x33 mask keeps fields 0 and 2 (or, after a shift by 2, 1 and 3) at bits 0-1 and 4-5.
+    const __m512i fields = _mm512_and_si512(s % 2 == 0 ? y : _mm512_srli_epi16(y, 2), m33);
+    const __m512i hb = s < 2 ? _mm512_slli_epi16(fields, 4) : fields;
+    // 0xe4: C ? A : B with C = 0x0f (bits 0-3 from x, bits 4-7 from hb).
+    v[q] = _mm512_ternarylogic_epi32(x, hb, low4, 0xe4);
+  }
+}
+
+// Activation rows per Q6_K tile: 8 weight vectors, NA sums and NA accumulators, two chains.
+constexpr int kQ6kActRows = 8;
+
+template <int NA>
+void q6k_gemm_tile(const Tile& t) {
+  constexpr size_t kBlockBytes = kGroupRows * sizeof(quant::BlockQ6_K);
+  const int64_t n_blocks = t.n_cols / quant::kQK_K;
+  __m512 acc[NA];
+  for (int n = 0; n < NA; ++n) acc[n] = _mm512_setzero_ps();
+  Q6kScales sc;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* gb = t.w + b * kBlockBytes;
+    avx2::prefetch(gb + kGemmPrefetchBytes, kBlockBytes);
+    decode_q6k_scales(gb, &sc);
+    // As for Q4_K: the scales stay in memory, read as vpmulld / vpdpwssd memory operands.
+    asm volatile("" ::: "memory");
+    const ActQ8K* a[NA];
+    __m512i isum[NA];
+    for (int n = 0; n < NA; ++n) {
+      a[n] = reinterpret_cast<const ActQ8K*>(t.a + n * t.a_stride) + b;
+      isum[n] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      __m512i v[8];
+      unpack_q6k_chunk(gb, c, v);
+      for (int n = 0; n < NA; ++n) {
+        const int8_t* qs = a[n]->qs + 32 * c;
+        __m512i first = _mm512_setzero_si512();   // sub-block 2c
+        __m512i second = _mm512_setzero_si512();  // sub-block 2c + 1
+        for (int q = 0; q < 4; ++q) {
+          first = _mm512_dpbusd_epi32(first, v[q], broadcast4(qs + 4 * q));
+          second = _mm512_dpbusd_epi32(second, v[q + 4], broadcast4(qs + 16 + 4 * q));
+        }
+        isum[n] = _mm512_add_epi32(
+            isum[n], _mm512_add_epi32(_mm512_mullo_epi32(first, sc.scale[2 * c]),
+                                      _mm512_mullo_epi32(second, sc.scale[2 * c + 1])));
+      }
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
+    for (int n = 0; n < NA; ++n) {
+      // The -32 offset: 32 * sum_k scale_k * bsums_k.
+      __m512i offset = _mm512_setzero_si512();
+      for (int j = 0; j < 8; ++j) {
+        uint32_t pair;
+        std::memcpy(&pair, a[n]->bsums + 2 * j, 4);
+        offset = _mm512_dpwssd_epi32(offset, sc.pair[j], _mm512_set1_epi32(static_cast<int>(pair)));
+      }
+      const __m512i sumi = _mm512_sub_epi32(isum[n], _mm512_slli_epi32(offset, 5));
+      acc[n] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(a[n]->d)), _mm512_cvtepi32_ps(sumi),
+                               acc[n]);
+    }
+  }
+  const __mmask16 mask = row_mask(t.n_w);
+  for (int n = 0; n < NA && n < t.n_a; ++n)
+    _mm512_mask_storeu_ps(t.y + n * t.y_stride, mask, acc[n]);
+}
+
+// The GEMV (one activation row) has no other rows to share the unpacking with, so it is cut to
+// the bone: per half of a super-block and position q, the two low-bit vectors and the high-bit
+// vector are loaded once for the 4 chunks they hold, the 8 sub-blocks of the half are 8 vpdpbusd
+// chains started at -32 * their activation sum (the offset, exact in int32), and each chain is
+// scaled by one vpmulld against its scales widened straight from the block.
+void q6k_gemv(const Tile& t) {
+  constexpr size_t kBlockBytes = kGroupRows * sizeof(quant::BlockQ6_K);
+  const int64_t n_blocks = t.n_cols / quant::kQK_K;
+  const auto* act = reinterpret_cast<const ActQ8K*>(t.a);
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i m33 = _mm512_set1_epi8(0x33);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* gb = t.w + b * kBlockBytes;
+    avx2::prefetch(gb + kGemvPrefetchBytes, kBlockBytes);
+    const ActQ8K& a = act[b];
+    __m512i sum = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* low0 = gb + kGroupQ6kLow + 64 * 8 * (2 * h);
+      const uint8_t* low1 = low0 + 64 * 8;
+      const uint8_t* high = gb + kGroupQ6kHigh + 64 * 8 * h;
+      // dot[2s + u]: sub-block 8h + 2s + u (chunk 4h + s, its 16-value half u).
+      __m512i dot[8];
+      for (int k = 0; k < 8; ++k) dot[k] = _mm512_set1_epi32(-32 * int{a.bsums[8 * h + k]});
+      for (int q = 0; q < 8; ++q) {
+        const __m512i x0 = loadu512(low0 + 64 * q);
+        const __m512i x1 = loadu512(low1 + 64 * q);
+        const __m512i y = loadu512(high + 64 * q);
+        const __m512i f02 = _mm512_and_si512(y, m33);
+        const __m512i f13 = _mm512_and_si512(_mm512_srli_epi16(y, 2), m33);
+        const __m512i v[4] = {_mm512_ternarylogic_epi32(x0, _mm512_slli_epi16(f02, 4), low4, 0xe4),
+                              _mm512_ternarylogic_epi32(x1, _mm512_slli_epi16(f13, 4), low4, 0xe4),
+                              _mm512_ternarylogic_epi32(_mm512_srli_epi16(x0, 4), f02, low4, 0xe4),
+                              _mm512_ternarylogic_epi32(_mm512_srli_epi16(x1, 4), f13, low4, 0xe4)};
+        for (int s = 0; s < 4; ++s) {
+          const int k = 2 * s + q / 4;
+          dot[k] = _mm512_dpbusd_epi32(dot[k], v[s], broadcast4(a.qs + 32 * (4 * h + s) + 4 * q));
+        }
+      }
+      const uint8_t* scales = gb + kGroupQ6kScales + 16 * 8 * h;
+      for (int k = 0; k < 8; ++k) {
+        const __m512i scale = _mm512_cvtepi8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16 * k)));
+        sum = _mm512_add_epi32(sum, _mm512_mullo_epi32(dot[k], scale));
+      }
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(a.d)), _mm512_cvtepi32_ps(sum), acc);
+  }
+  _mm512_mask_storeu_ps(t.y, row_mask(t.n_w), acc);
+}
+
+void q6k_gemm(const Tile& t) {
+  dispatch_tile<1, kQ6kActRows>(t, [&t](auto, auto n) { q6k_gemm_tile<decltype(n)::value>(t); });
+}
+
+constexpr Kernel q6_k{ActKind::kQ8K, kGroupRows, kGroupRows, kQ6kActRows, &q6k_gemv, &q6k_gemm};
+
 constexpr Kernel q4_0 = make<gguf::GgmlType::kQ4_0>();
 constexpr Kernel q5_0 = make<gguf::GgmlType::kQ5_0>();
 constexpr Kernel q8_0 = make<gguf::GgmlType::kQ8_0>();
@@ -274,6 +436,8 @@ const Kernel* find_grouped_avx512(gguf::GgmlType type) {
       return &q8_0;
     case gguf::GgmlType::kQ4_K:
       return &q4_k;
+    case gguf::GgmlType::kQ6_K:
+      return &q6_k;
     default:
       return nullptr;
   }

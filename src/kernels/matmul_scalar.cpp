@@ -221,6 +221,7 @@ constexpr Kernel kGroupedQ5_0 =
     make_grouped<&dot_legacy<quant::BlockQ5_0, 16, false>, gguf::GgmlType::kQ5_0>();
 constexpr Kernel kGroupedQ8_0 = make_grouped<&dot_q8_0, gguf::GgmlType::kQ8_0>();
 constexpr Kernel kGroupedQ4_K = make_grouped<&dot_q45_k<quant::BlockQ4_K>, gguf::GgmlType::kQ4_K>();
+constexpr Kernel kGroupedQ6_K = make_grouped<&dot_q6_k, gguf::GgmlType::kQ6_K>();
 
 }  // namespace
 
@@ -264,6 +265,8 @@ const Kernel* find_grouped_scalar(gguf::GgmlType type) {
       return &kGroupedQ8_0;
     case gguf::GgmlType::kQ4_K:
       return &kGroupedQ4_K;
+    case gguf::GgmlType::kQ6_K:
+      return &kGroupedQ6_K;
     default:
       return nullptr;
   }

@@ -15,6 +15,12 @@
 // f16 dmin, [64, 256) the 12 packed scale/min bytes, byte k of row i at 64 + 16 * k + i, then 32
 // quant vectors, vector p holding row i's qs[4 * p + t]: for p = 8c + q its low nibbles are
 // values 4q..4q+3 of sub-block 2c, its high nibbles the same of sub-block 2c + 1.
+// Q6_K (super-blocks of 256, 16 * 210 bytes per group): [0, 32) the rows' f16 d, [32, 288) the
+// 16 int8 sub-block scales, scale k of row i at 32 + 16 * k + i, then 32 vectors of the low
+// nibbles, vector p holding row i's ql[4 * p + t], then 16 vectors of the high bits, vector r
+// holding row i's qh[4 * r + t]. In GGUF's order, value 32 * c + 4 * q + t (c = 4 * h + s) has its
+// low nibble in vector 8 * (2 * h + s % 2) + q (low nibbles for s < 2, high nibbles otherwise) and
+// its two high bits at bits 2s, 2s + 1 of vector 8 * h + q.
 // One 64-byte load (and a nibble split) thus gives 4 consecutive values of all 16 rows, as
 // vpdpbusd takes them against 4 activation bytes broadcast to every lane.
 #pragma once
@@ -45,6 +51,8 @@ constexpr size_t grouped_type_block_bytes(gguf::GgmlType type) {
       return sizeof(quant::BlockQ8_0);
     case gguf::GgmlType::kQ4_K:
       return sizeof(quant::BlockQ4_K);
+    case gguf::GgmlType::kQ6_K:
+      return sizeof(quant::BlockQ6_K);
     default:
       return 0;
   }
@@ -52,7 +60,7 @@ constexpr size_t grouped_type_block_bytes(gguf::GgmlType type) {
 
 // Values per block of a grouped type.
 constexpr int64_t grouped_type_block_values(gguf::GgmlType type) {
-  return type == gguf::GgmlType::kQ4_K ? quant::kQK_K : quant::kQK;
+  return type == gguf::GgmlType::kQ4_K || type == gguf::GgmlType::kQ6_K ? quant::kQK_K : quant::kQK;
 }
 
 // Q4_K's offsets within a grouped super-block.
@@ -60,12 +68,31 @@ inline constexpr size_t kGroupQ4kDmin = 2 * kGroupRows;
 inline constexpr size_t kGroupQ4kScales = 4 * kGroupRows;
 inline constexpr size_t kGroupQ4kQuants = kGroupQ4kScales + quant::kKScaleSize * kGroupRows;
 
+// Q6_K's offsets within a grouped super-block (and within a GGUF block: ql, qh, scales, d).
+inline constexpr size_t kGroupQ6kScales = kGroupScaleBytes;
+inline constexpr size_t kGroupQ6kLow = kGroupQ6kScales + 16 * kGroupRows;
+inline constexpr size_t kGroupQ6kHigh = kGroupQ6kLow + 128 * kGroupRows;
+inline constexpr size_t kQ6kQh = 128, kQ6kScales = 192, kQ6kD = 208;
+static_assert(offsetof(quant::BlockQ6_K, qh) == kQ6kQh &&
+              offsetof(quant::BlockQ6_K, scales) == kQ6kScales &&
+              offsetof(quant::BlockQ6_K, d) == kQ6kD);
+static_assert(kGroupQ6kHigh + 64 * kGroupRows == kGroupRows * sizeof(quant::BlockQ6_K));
+
 constexpr size_t grouped_quants_offset(gguf::GgmlType type) {
   return kGroupScaleBytes + (type == gguf::GgmlType::kQ5_0 ? kGroupMaskBytes : 0);
 }
 
 // Writes row i's GGUF block `block` into the grouped block gb (the other rows' bytes are kept).
 inline void put_row_block(gguf::GgmlType type, const uint8_t* block, int i, uint8_t* gb) {
+  if (type == gguf::GgmlType::kQ6_K) {
+    std::memcpy(gb + 2 * i, block + kQ6kD, 2);
+    for (int k = 0; k < 16; ++k) gb[kGroupQ6kScales + 16 * k + i] = block[kQ6kScales + k];
+    for (int p = 0; p < 32; ++p) std::memcpy(gb + kGroupQ6kLow + 64 * p + 4 * i, block + 4 * p, 4);
+    for (int r = 0; r < 16; ++r) {
+      std::memcpy(gb + kGroupQ6kHigh + 64 * r + 4 * i, block + kQ6kQh + 4 * r, 4);
+    }
+    return;
+  }
   std::memcpy(gb + 2 * i, block, 2);
   if (type == gguf::GgmlType::kQ4_K) {
     std::memcpy(gb + kGroupQ4kDmin + 2 * i, block + 2, 2);
@@ -95,6 +122,15 @@ inline void put_row_block(gguf::GgmlType type, const uint8_t* block, int i, uint
 
 // Reads row i's GGUF block back out of the grouped block gb (the inverse of put_row_block).
 inline void get_row_block(gguf::GgmlType type, const uint8_t* gb, int i, uint8_t* block) {
+  if (type == gguf::GgmlType::kQ6_K) {
+    std::memcpy(block + kQ6kD, gb + 2 * i, 2);
+    for (int k = 0; k < 16; ++k) block[kQ6kScales + k] = gb[kGroupQ6kScales + 16 * k + i];
+    for (int p = 0; p < 32; ++p) std::memcpy(block + 4 * p, gb + kGroupQ6kLow + 64 * p + 4 * i, 4);
+    for (int r = 0; r < 16; ++r) {
+      std::memcpy(block + kQ6kQh + 4 * r, gb + kGroupQ6kHigh + 64 * r + 4 * i, 4);
+    }
+    return;
+  }
   std::memcpy(block, gb + 2 * i, 2);
   if (type == gguf::GgmlType::kQ4_K) {
     std::memcpy(block + 2, gb + kGroupQ4kDmin + 2 * i, 2);

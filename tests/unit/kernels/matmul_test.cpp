@@ -573,16 +573,19 @@ TEST_P(MatmulRowGroups, FusedTargetsEqualSingleCalls) {
 
 INSTANTIATE_TEST_SUITE_P(GroupedTypes, MatmulRowGroups,
                          ::testing::Combine(::testing::Values(GgmlType::kQ4_0, GgmlType::kQ5_0,
-                                                              GgmlType::kQ8_0, GgmlType::kQ4_K),
+                                                              GgmlType::kQ8_0, GgmlType::kQ4_K,
+                                                              GgmlType::kQ6_K),
                                             ::testing::ValuesIn(testing::all_isas())),
                          type_isa_case_name);
 
 TEST(MatmulRowGroups, RefusesWhatHasNoLayout) {
   auto rng = rng_for(11);
-  const Weights k = make_weights(GgmlType::kQ6_K, 16, 256, 0, rng);
+  const Weights k = make_weights(GgmlType::kQ5_K, 16, 256, 0, rng);
   std::vector<uint8_t> store(16 * 256 * 4);
-  EXPECT_FALSE(group_rows_supported(GgmlType::kQ6_K));
-  EXPECT_FALSE(group_rows_pays(GgmlType::kQ6_K, Isa::kAvx512));
+  EXPECT_FALSE(group_rows_supported(GgmlType::kQ5_K));
+  EXPECT_FALSE(group_rows_pays(GgmlType::kQ5_K, Isa::kAvx512));
+  EXPECT_FALSE(group_rows_pays(GgmlType::kQ6_K, Isa::kAvx2));
+  EXPECT_EQ(group_rows_pays(GgmlType::kQ6_K, Isa::kAvx512), isa_supported(Isa::kAvx512));
   EXPECT_EQ(group_rows_pays(GgmlType::kQ5_0, Isa::kAvx2), isa_supported(Isa::kAvx2));
   EXPECT_FALSE(group_rows_pays(GgmlType::kQ4_K, Isa::kAvx2));
   EXPECT_EQ(group_rows_pays(GgmlType::kQ5_0, Isa::kAvx512), isa_supported(Isa::kAvx512));

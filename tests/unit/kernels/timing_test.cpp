@@ -12,7 +12,7 @@
 //     quantized types and (GemmFloat, 1 and 2 threads) for F16/BF16/F32 weights, and the
 //     output matrix (Q8_0 151936 x 896, Qwen2.5's tied embedding) at m = 32 (batched decode);
 //   - GemvGrouped and GemmGrouped: the same GEMVs and GEMMs on the 16-row-group layout that the
-//     loader repacks Q4_0/Q5_0/Q8_0/Q4_K into where group_rows_pays, per ISA.
+//     loader repacks Q4_0/Q5_0/Q8_0/Q4_K/Q6_K into where group_rows_pays, per ISA.
 #include <gtest/gtest.h>
 #include <immintrin.h>
 
@@ -280,7 +280,7 @@ TEST(KernelTiming, Gemm) {
 TEST(KernelTiming, GemmGrouped) {
   if (!timing_enabled()) GTEST_SKIP() << "set LLMS_KERNEL_TIMING=1 to time";
   constexpr GgmlType kGroupedTypes[] = {GgmlType::kQ4_0, GgmlType::kQ5_0, GgmlType::kQ8_0,
-                                        GgmlType::kQ4_K};
+                                        GgmlType::kQ4_K, GgmlType::kQ6_K};
   time_gemms(kGroupedTypes, /*all_thread_counts=*/false, /*with_scalar=*/false, 0.3,
              /*grouped=*/true);
 }
