@@ -47,4 +47,18 @@ inline int hsum_i32(__m512i v) {
 
 inline __m512i loadu512(const void* p) { return _mm512_loadu_si512(p); }
 
+// acc + vpdpbusd(w, the 4 signed bytes at p in every 32-bit lane): unsigned w times the
+// broadcast bytes, the broadcast taken by the instruction from memory (its m32bcst operand).
+// GCC 12 does not fold _mm512_set1_epi32 of a load into that operand and emits one vpbroadcastd
+// per product instead; in the grouped GEMM tiles, where every product has its own broadcast,
+// that extra instruction cost ~6 % (docs/PERF.md, 2026-12-03). The bytes are read as a char
+// array, which may alias anything.
+inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const void* p) {
+  struct Bytes4 {
+    char b[4];
+  };
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*static_cast<const Bytes4*>(p)));
+  return acc;
+}
+
 }  // namespace llms::kernels::detail::avx512
