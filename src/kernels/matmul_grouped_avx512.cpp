@@ -113,8 +113,14 @@ void gemv(const Tile& t) {
 }
 
 // Activation rows per GEMM tile: the 8 unpacked weight vectors, NA accumulators and the two
-// dot chains of the row in flight fit in the 32 zmm registers.
-constexpr int kGemmActRows = 8;
+// dot chains of the row in flight fit in the 32 zmm registers up to NA = 16. Q5_0, whose
+// unpacking (fifth bits by mask) is the dearest, shares it over 16 rows; Q4_0 and Q8_0 ran
+// faster with 8 (one thread, in cache, m = 32: Q5_0 318 -> 329 GFLOP/s with 16, Q8_0 350 -> 341,
+// Q4_0 355 -> 347; docs/PERF.md).
+template <gguf::GgmlType kType>
+constexpr int gemm_act_rows() {
+  return kType == gguf::GgmlType::kQ5_0 ? 16 : 8;
+}
 
 // The GEMM streams each group once from memory (its later activation tiles find it in cache) at
 // a few GB/s, too slowly and in too short a run for the hardware prefetcher alone.
@@ -144,13 +150,14 @@ void gemm_tile(const Tile& t) {
 
 template <gguf::GgmlType kType>
 void gemm(const Tile& t) {
-  dispatch_tile<1, kGemmActRows>(t,
-                                 [&t](auto, auto n) { gemm_tile<kType, decltype(n)::value>(t); });
+  dispatch_tile<1, gemm_act_rows<kType>()>(
+      t, [&t](auto, auto n) { gemm_tile<kType, decltype(n)::value>(t); });
 }
 
 template <gguf::GgmlType kType>
 constexpr Kernel make() {
-  return Kernel{ActKind::kQ8, kGroupRows, kGroupRows, kGemmActRows, &gemv<kType>, &gemm<kType>};
+  return Kernel{ActKind::kQ8,           kGroupRows,   kGroupRows,
+                gemm_act_rows<kType>(), &gemv<kType>, &gemm<kType>};
 }
 
 // Q4_K. Per super-block of a group: the 16 rows' 6-bit scales and mins are decoded once (16
