@@ -59,13 +59,16 @@ void KvStorage::copy_block(int32_t src, int32_t dst) {
     throw Error(Error::Kind::kInvalidArgument, "KV block copy outside the pool");
   }
   if (src == dst) return;
+  const size_t rows = static_cast<size_t>(block_size_);
   for (size_t layer = 0; layer < n_kv_heads_.size(); ++layer) {
-    const size_t rows = static_cast<size_t>(block_size_) * n_kv_heads_[layer];
-    std::memcpy(at(keys_, type_, layer, dst, 0, head_dim_k_),
-                at(keys_, type_, layer, src, 0, head_dim_k_), rows * head_dim_k_ * element_bytes_);
-    std::memcpy(at(values_, type_, layer, dst, 0, head_dim_v_),
-                at(values_, type_, layer, src, 0, head_dim_v_),
-                rows * head_dim_v_ * element_bytes_);
+    for (uint64_t h = 0; h < n_kv_heads_[layer]; ++h) {
+      std::memcpy(at(keys_, type_, layer, dst, h, head_dim_k_),
+                  at(keys_, type_, layer, src, h, head_dim_k_),
+                  rows * head_dim_k_ * element_bytes_);
+      std::memcpy(at(values_, type_, layer, dst, h, head_dim_v_),
+                  at(values_, type_, layer, src, h, head_dim_v_),
+                  rows * head_dim_v_ * element_bytes_);
+    }
   }
 }
 

@@ -1,10 +1,12 @@
 // model/kv_storage: the tensors behind the paged KV cache.
 //
 // kv/ decides which block holds which positions (block tables, ref counts, prefix sharing);
-// this class only holds the numbers. Per layer, values are laid out [block][kv_head][slot][dim]
-// and keys [block][kv_head][dim][slot]: one head's block is contiguous either way, so attention
-// streams it, and keys dim-major let it compute the scores of consecutive keys in vector lanes
-// (a token's key is written with a stride of block_size). Elements are f32 or f16 (kv::KvCacheType;
+// this class only holds the numbers. Per layer, values are laid out [kv_head][block][slot][dim]
+// and keys [kv_head][block][dim][slot]: one head's block is contiguous either way, and so are one
+// head's consecutive blocks, so attention, which walks a sequence's blocks head by head, streams
+// them as one run wherever the pool handed a sequence consecutive blocks (a prefill's); keys
+// dim-major let it compute the scores of consecutive keys in vector lanes (a token's key is
+// written with a stride of block_size). Elements are f32 or f16 (kv::KvCacheType;
 // f16 halves what attention reads per step, which at 32 decoding sequences is ~40 % as many bytes
 // as the weights). Memory is reserved once, up front, on huge pages (util/huge_page_buffer.h:
 // attention streams one head block after another from scattered blocks) and touched on first use.
@@ -66,9 +68,10 @@ class KvStorage {
            uint64_t kv_head, uint64_t dim) const {
     if (want != type_) throw_type_mismatch(want);
     const size_t element =
-        (layer_start_[layer] * dim) + ((static_cast<size_t>(block) * n_kv_heads_[layer] + kv_head) *
-                                       static_cast<size_t>(block_size_)) *
-                                          dim;
+        (layer_start_[layer] * dim) +
+        ((kv_head * static_cast<size_t>(n_blocks_) + static_cast<size_t>(block)) *
+         static_cast<size_t>(block_size_)) *
+            dim;
     return store.data() + element * element_bytes_;
   }
   [[noreturn]] void throw_type_mismatch(kv::KvCacheType want) const;
