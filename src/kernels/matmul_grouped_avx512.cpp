@@ -64,8 +64,10 @@ struct Grouped {
 };
 
 // acc + the products of w with the 4 activation bytes at p in every lane: the broadcast folded
-// into vpdpbusd (simd_avx512.h) in the GEMM tiles, a separate vpbroadcastd in the GEMVs (the
-// folded form measured 4-12 % slower there, in cache: Q8_0 and Q6_K, one thread).
+// into vpdpbusd (simd_avx512.h) in the GEMM tiles, a separate vpbroadcastd in the Q4_0 / Q5_0 /
+// Q8_0 and Q6_K GEMVs (the folded form measured 4-12 % slower there, in cache, one thread: Q8_0
+// 79-80 -> 75-77 GB/s, Q6_K 35 -> 31-32). The Q4_K tile, which its GEMV shares, folds it (its
+// GEMV measured no slower: 41-45 -> 46 GB/s).
 template <bool kFold>
 inline __m512i dpbusd4(__m512i acc, __m512i w, const int8_t* p) {
   if constexpr (kFold) {
