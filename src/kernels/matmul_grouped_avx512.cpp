@@ -98,6 +98,18 @@ inline __mmask16 row_mask(int n_w) { return static_cast<__mmask16>((1u << n_w) -
 // Bytes ahead (address order) the GEMV prefetches: a group's blocks are one stream.
 constexpr size_t kGemvPrefetchBytes = 4096;
 
+// The K-quant GEMVs' prefetch goes to L2 (prefetcht1), not L1: a super-block's burst of 36 (Q4_K)
+// or 53 (Q6_K) line requests into L1 held them back from memory (2 threads, weights cycled
+// through >= 400 MiB: Q4_K 8960 x 1536 22.9 -> 32.6 GB/s, 1536 x 1536 19.2 -> 27.4, Q6_K
+// 151,936 x 1,536 22.1 -> 34.7, level with its row layout's 35.2; Q6_K 1536 x 8960 unchanged).
+// The 32-value blocks of Q4_0/Q5_0/Q8_0 (5-9 lines each) keep prefetcht0: there it measured no
+// better, and the 0.5B's generation looked slower with it (docs/PERF.md).
+inline void gemv_prefetch(const uint8_t* p, size_t n) {
+  for (size_t off = 0; off < n; off += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T1);
+  }
+}
+
 template <gguf::GgmlType kType>
 void gemv(const Tile& t) {
   using F = Grouped<kType>;
@@ -214,7 +226,11 @@ void q4k_tile(const Tile& t, size_t prefetch_bytes) {
   Q4kScales sm;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* gb = t.w + b * kBlockBytes;
-    avx2::prefetch(gb + prefetch_bytes, kBlockBytes);
+    if constexpr (NA == 1) {
+      gemv_prefetch(gb + prefetch_bytes, kBlockBytes);
+    } else {
+      avx2::prefetch(gb + prefetch_bytes, kBlockBytes);
+    }
     decode_q4k_scales(gb, &sm);
     // The asm barrier keeps the decoded scales in memory: the loops below read them as memory
     // operands (GCC would otherwise try to keep all 16 in registers next to the weights).
@@ -395,7 +411,7 @@ void q6k_gemv(const Tile& t) {
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* gb = t.w + b * kBlockBytes;
-    avx2::prefetch(gb + kGemvPrefetchBytes, kBlockBytes);
+    gemv_prefetch(gb + kGemvPrefetchBytes, kBlockBytes);
     const ActQ8K& a = act[b];
     __m512i sum = _mm512_setzero_si512();
     for (int h = 0; h < 2; ++h) {

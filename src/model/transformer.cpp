@@ -67,14 +67,9 @@ void Transformer::place_weights() {
     size_t bytes;
   };
   std::vector<Move> moves;
-  // The one exception measured: a Q6_K output matrix (Qwen2.5-1.5B's, 151,936 x 1,536) streams
-  // slower grouped than in rows in its GEMV (2 threads from memory: 24-29 vs 35-39 GB/s, 1.5B
-  // generation 22.7-23.7 vs 28.9-30.2 tok/s), though grouped Q6_K projections stream faster
-  // (docs/PERF.md); the cause is not found, so that matrix keeps its rows.
   auto consider = [&](kernels::QuantMatrix& m) {
     if (m.layout != kernels::WeightLayout::kRows || m.n_rows == 0) return;
-    const bool q6k_output = &m == &weights_.output && m.type == gguf::GgmlType::kQ6_K;
-    if (!q6k_output && kernels::group_rows_pays(m.type, isa)) {
+    if (kernels::group_rows_pays(m.type, isa)) {
       moves.push_back({&m, true, kernels::grouped_bytes(m)});
       return;
     }
