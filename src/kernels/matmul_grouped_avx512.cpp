@@ -215,8 +215,10 @@ inline void decode_q4k_scales(const uint8_t* gb, Q4kScales* out) {
 // Activation rows per Q4_K tile: 8 weight vectors, NA sums and NA accumulators, two chains.
 constexpr int kQ4kActRows = 8;
 
-template <int NA>
-void q4k_tile(const Tile& t, size_t prefetch_bytes) {
+// kGemv: the tile is the GEMV (one activation row, the stream prefetched into L2 4 KiB ahead),
+// else a GEMM tile (prefetched into L1 2 KiB ahead), whatever its number of rows.
+template <int NA, bool kGemv>
+void q4k_tile(const Tile& t) {
   constexpr size_t kBlockBytes = kGroupRows * sizeof(quant::BlockQ4_K);
   const int64_t n_blocks = t.n_cols / quant::kQK_K;
   const __m512i low = _mm512_set1_epi8(0x0f);
@@ -226,10 +228,10 @@ void q4k_tile(const Tile& t, size_t prefetch_bytes) {
   Q4kScales sm;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* gb = t.w + b * kBlockBytes;
-    if constexpr (NA == 1) {
-      gemv_prefetch(gb + prefetch_bytes, kBlockBytes);
+    if constexpr (kGemv) {
+      gemv_prefetch(gb + kGemvPrefetchBytes, kBlockBytes);
     } else {
-      avx2::prefetch(gb + prefetch_bytes, kBlockBytes);
+      avx2::prefetch(gb + kGemmPrefetchBytes, kBlockBytes);
     }
     decode_q4k_scales(gb, &sm);
     // The asm barrier keeps the decoded scales in memory: the loops below read them as memory
@@ -284,11 +286,10 @@ void q4k_tile(const Tile& t, size_t prefetch_bytes) {
     _mm512_mask_storeu_ps(t.y + n * t.y_stride, mask, acc[n]);
 }
 
-void q4k_gemv(const Tile& t) { q4k_tile<1>(t, kGemvPrefetchBytes); }
+void q4k_gemv(const Tile& t) { q4k_tile<1, true>(t); }
 
 void q4k_gemm(const Tile& t) {
-  dispatch_tile<1, kQ4kActRows>(
-      t, [&t](auto, auto n) { q4k_tile<decltype(n)::value>(t, kGemmPrefetchBytes); });
+  dispatch_tile<1, kQ4kActRows>(t, [&t](auto, auto n) { q4k_tile<decltype(n)::value, false>(t); });
 }
 
 constexpr Kernel q4_k{ActKind::kQ8K, kGroupRows, kGroupRows, kQ4kActRows, &q4k_gemv, &q4k_gemm};
