@@ -3,8 +3,11 @@
 //
 // Decode reads every weight once per token, so its floor is (weight bytes per token) / (read
 // bandwidth); the command measures that bandwidth itself (a parallel sum over a large array) and
-// reports generation speed as a fraction of it. Token ids are fixed pseudo-random ones: speed
-// does not depend on them.
+// reports generation speed as a fraction of it. A shared machine's bandwidth moves from one
+// minute to the next, so it is sampled around every timed phase (before the prompt, between
+// prompt and generation, after generation) and the floor is taken from the highest sample: a
+// fraction against it never flatters the generation, whichever phase the machine was in.
+// Token ids are fixed pseudo-random ones: speed does not depend on them.
 #include "bench_model_command.h"
 
 #include <algorithm>
@@ -49,40 +52,55 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Read bandwidth of this machine with the pool's threads: the best of a few parallel sums over
-// `bytes` of floats (each pass touches every byte once). The array sits on huge pages, as the
-// repacked weights do (util/huge_page_buffer.h): streaming reads run faster there, and the floor
-// must be the best this machine can do, not a rate our own buffers beat.
-double measure_read_bandwidth(ThreadPool& pool, uint64_t bytes) {
-  const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
-  HugePageBuffer buffer(static_cast<size_t>(n) * sizeof(float));
-  float* data = reinterpret_cast<float*>(buffer.data());
-  pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) data[i] = static_cast<float>(i & 7);
-  });
-  std::vector<double> partial(pool.size(), 0.0);
-  double best = 0.0;
-  for (int pass = 0; pass < 4; ++pass) {
-    auto t = Clock::now();
-    pool.parallel_for(n, [&](int64_t b, int64_t e, int thread) {
-      // Eight independent accumulators keep the loop bound by memory, not by add latency.
-      float acc[8] = {};
-      int64_t i = b;
-      for (; i + 8 <= e; i += 8) {
-        for (int k = 0; k < 8; ++k) acc[k] += data[i + k];
-      }
-      for (; i < e; ++i) acc[0] += data[i];
-      double s = 0;
-      for (float a : acc) s += a;
-      partial[thread] += s;
+// Read bandwidth of this machine with the pool's threads: each sample is the best of a few
+// parallel sums over `bytes` of floats (each pass touches every byte once). The array sits on
+// huge pages, as the repacked weights do (util/huge_page_buffer.h): streaming reads run faster
+// there, and the floor must be the best this machine can do, not a rate our own buffers beat.
+// The array is written once and kept, so a sample costs only its passes.
+class ReadBandwidthProbe {
+ public:
+  ReadBandwidthProbe(ThreadPool& pool, uint64_t bytes)
+      : pool_(pool),
+        n_(static_cast<int64_t>(bytes / sizeof(float))),
+        buffer_(static_cast<size_t>(n_) * sizeof(float)),
+        data_(reinterpret_cast<float*>(buffer_.data())) {
+    pool_.parallel_for(n_, [this](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) data_[i] = static_cast<float>(i & 7);
     });
-    double secs = seconds_since(t);
-    best = std::max(best, static_cast<double>(bytes) / secs);
   }
-  volatile double sink = 0;
-  for (double p : partial) sink = sink + p;
-  return best;
-}
+
+  // Bytes per second, the best of `passes` passes.
+  double sample(int passes = 4) {
+    std::vector<double> partial(pool_.size(), 0.0);
+    double best = 0.0;
+    for (int pass = 0; pass < passes; ++pass) {
+      auto t = Clock::now();
+      pool_.parallel_for(n_, [&](int64_t b, int64_t e, int thread) {
+        // Eight independent accumulators keep the loop bound by memory, not by add latency.
+        float acc[8] = {};
+        int64_t i = b;
+        for (; i + 8 <= e; i += 8) {
+          for (int k = 0; k < 8; ++k) acc[k] += data_[i + k];
+        }
+        for (; i < e; ++i) acc[0] += data_[i];
+        double s = 0;
+        for (float a : acc) s += a;
+        partial[thread] += s;
+      });
+      const double secs = seconds_since(t);
+      best = std::max(best, static_cast<double>(n_) * sizeof(float) / secs);
+    }
+    volatile double sink = 0;
+    for (double p : partial) sink = sink + p;
+    return best;
+  }
+
+ private:
+  ThreadPool& pool_;
+  int64_t n_;
+  HugePageBuffer buffer_;
+  float* data_;
+};
 
 // Bytes of weights one decode step reads: every layer matrix, the output projection, and one
 // embedding row (negligible but counted).
@@ -123,12 +141,17 @@ int bench_model(const BenchModelOptions& opts) {
   kv::StepBatch batch;
 
   double best_pp = 0.0, best_tg = 0.0;
+  ReadBandwidthProbe probe(model.pool(), opts.bandwidth_bytes);
+  std::vector<double> bandwidth_samples;
+  auto sample_bandwidth = [&] { bandwidth_samples.push_back(probe.sample()); };
   for (int rep = 0; rep < opts.repetitions; ++rep) {
+    sample_bandwidth();
     batch.clear();
     batch.add_sequence(0, prompt, 0, table, true);
     auto t = Clock::now();
     model.forward(batch, kv, logits.data());
     best_pp = std::max(best_pp, opts.n_prompt / seconds_since(t));
+    sample_bandwidth();
 
     // Generation after a short prompt, as llama-bench's tg test does: 128 single-token steps.
     int32_t n_cached = 0;
@@ -145,8 +168,9 @@ int bench_model(const BenchModelOptions& opts) {
     }
     best_tg = std::max(best_tg, opts.n_gen / seconds_since(t));
   }
+  sample_bandwidth();
 
-  double bandwidth = measure_read_bandwidth(model.pool(), opts.bandwidth_bytes);
+  const double bandwidth = *std::max_element(bandwidth_samples.begin(), bandwidth_samples.end());
   uint64_t bytes_per_token = weight_bytes_per_token(file);
   double floor_tg = bandwidth / static_cast<double>(bytes_per_token);
   nlohmann::ordered_json r;
@@ -161,6 +185,7 @@ int bench_model(const BenchModelOptions& opts) {
   r["gen_tokens_per_s"] = best_tg;
   r["weight_bytes_per_token"] = bytes_per_token;
   r["read_bandwidth_bytes_per_s"] = bandwidth;
+  r["read_bandwidth_samples_bytes_per_s"] = bandwidth_samples;
   r["gen_floor_tokens_per_s"] = floor_tg;
   r["gen_fraction_of_bandwidth_floor"] = best_tg / floor_tg;
   r["repetitions"] = opts.repetitions;

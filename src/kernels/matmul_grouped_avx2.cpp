@@ -1,17 +1,21 @@
 // kernels/matmul_grouped_avx2: AVX2 GEMV and GEMM tiles for Q4_0, Q5_0 and Q8_0 matrices in
 // 16-row groups (WeightLayout::kRowGroups16; bytes in row_groups_layout.h), taken as two halves
-// of 8 rows. Each kernel type (Grouped<Q4_0 / Q5_0>, GroupedQ8_0) gives unpack (a half block to
-// 8 vectors) and step (one activation block against them); the tiles are shared.
+// of 8 rows. Each kernel type (Grouped<Q4_0 / Q5_0>, GroupedQ8_0) gives unpack (a group of 4
+// vectors of both halves) and dot (one activation block against them); the tiles are shared.
 //
 // One ymm holds 4 consecutive weights of each of a half's 8 rows (unsigned, 0..15 / 0..31), and
 // vpmaddubsw against 4 activation bytes broadcast from memory gives each row's two pair sums in
-// its 32-bit lane; kSum16 of those add in int16 without overflow before one vpmaddwd makes them
-// int32, so 8 vpmaddubsw and 8 / kSum16 vpmaddwd give the 8 rows' integer dots of a block, with
-// no horizontal sum. Unpacking costs an and (or a shift and an and) per vector for the nibbles
-// and, for Q5_0, a shift, an and and an or for the fifth bits, stored transposed so that bit j
-// of byte k is the fifth bit of byte k of vector j. In the row layout the same work is a nibble
-// split, a byte spread of the 32 fifth bits per row and block, and reductions across lanes: on
-// Zen 3 the Q5_0 GEMV was bound by that arithmetic, not by DRAM (docs/PERF.md).
+// its 32-bit lane; the 4 of a vector group add in int16 without overflow before one vpmaddwd
+// makes them int32, so 8 vpmaddubsw and 2 vpmaddwd give the 8 rows' integer dots of a block,
+// with no horizontal sum. Unpacking costs an and (or a shift and an and) per vector for the
+// nibbles and, for Q5_0, a shift, an and and an or for the fifth bits, stored transposed so that
+// bit j of byte k is the fifth bit of byte k of vector j. In the row layout the same work is a
+// nibble split, a byte spread of the 32 fifth bits per row and block, and reductions across
+// lanes: on Zen 3 the Q5_0 GEMV was bound by that arithmetic, not by DRAM (docs/PERF.md).
+//
+// A block is taken as two vector groups of 4 vectors, both halves at once (8 ymm): on Zen 3 a
+// broadcast from memory costs a vector-pipe uop like an add, and with both halves in registers
+// each broadcast serves 16 rows instead of 8 (docs/PERF.md).
 //
 // Each (row, block) dot is the exact integer the row-layout kernels compute (offset * sum(q_a)
 // subtracted for the unsigned weights: 8, 16) and the f32 step is the same expression,
@@ -33,55 +37,68 @@ inline __m256 half_scales(const uint8_t* gb, int h) {
   return _mm256_cvtph_ps(loadu128(gb + 16 * h));
 }
 
+// A kernel type F gives, for a grouped block gb and a vector group G (vectors 4G..4G+3 of each
+// half, i.e. values 16G..16G+15 of each row):
+//   unpack<G>(gb, v):   v[h][k] = vector 4G + k of half h, as the unsigned operand of vpmaddubsw;
+//   dot<G>(v, gb, q, d): d[h] = the 8 rows of half h dotted with activation bytes q[16G..16G+16)
+//                        over those 4 vectors, in int32 (each activation broadcast serves both
+//                        halves);
+// and kOffsetShift, the offset (1 << kOffsetShift) * sum(q_a) the unsigned weights carry.
+
+// Bit j of each byte of `bits` moved to bit 4, the rest cleared (16-bit shifts: for j <= 4 a
+// left shift by 4 - j and for j > 4 a right shift by j - 4 keep every byte's bits in the byte).
+template <int J>
+inline __m256i fifth_bit(__m256i bits) {
+  const __m256i fifth = _mm256_set1_epi8(0x10);
+  if constexpr (J < 4) return _mm256_and_si256(_mm256_slli_epi16(bits, 4 - J), fifth);
+  if constexpr (J == 4) return _mm256_and_si256(bits, fifth);
+  if constexpr (J > 4) return _mm256_and_si256(_mm256_srli_epi16(bits, J - 4), fifth);
+}
+
 // Q4_0 and Q5_0 (unsigned weights with an offset).
 template <gguf::GgmlType kType>
 struct Grouped {
   static constexpr bool kHasFifthBit = kType == gguf::GgmlType::kQ5_0;
   static constexpr size_t kBlockBytes = kGroupRows * grouped_type_block_bytes(kType);
   static constexpr int kOffsetShift = kHasFifthBit ? 4 : 3;
-  // Pair sums of vpmaddubsw that add in int16: 4 * 2 * 31 * 127 and 8 * 2 * 15 * 127 < 2^15.
-  static constexpr int kSum16 = kHasFifthBit ? 4 : 8;
+  // The 4 pair sums of vpmaddubsw of one vector group add in int16: 4 * 2 * 31 * 127 < 2^15.
+  static_assert(4 * 2 * 31 * 127 < (1 << 15));
 
-  // v[j] = values 4j..4j+3 of the 8 rows of half h of grouped block gb, unsigned.
-  static void unpack(const uint8_t* gb, int h, __m256i (&v)[8]) {
-    const uint8_t* quants = gb + grouped_quants_offset(kType) + 32 * h;
+  template <int G>
+  static void unpack(const uint8_t* gb, __m256i (&v)[2][4]) {
     const __m256i low = _mm256_set1_epi8(0x0f);
-    for (int p = 0; p < 4; ++p) {
-      const __m256i q = loadu256(quants + 64 * p);
-      v[p] = _mm256_and_si256(q, low);
-      v[p + 4] = _mm256_and_si256(_mm256_srli_epi16(q, 4), low);
-    }
-    if constexpr (kHasFifthBit) {
-      // Bit j of each byte moved to bit 4 (16-bit shifts: for j <= 4 a left shift by 4 - j and
-      // for j > 4 a right shift by j - 4 keep every byte's bits within the byte at bit 4).
-      const __m256i bits = loadu256(gb + kGroupScaleBytes + 32 * h);
-      const __m256i fifth = _mm256_set1_epi8(0x10);
-      v[0] = _mm256_or_si256(v[0], _mm256_and_si256(_mm256_slli_epi16(bits, 4), fifth));
-      v[1] = _mm256_or_si256(v[1], _mm256_and_si256(_mm256_slli_epi16(bits, 3), fifth));
-      v[2] = _mm256_or_si256(v[2], _mm256_and_si256(_mm256_slli_epi16(bits, 2), fifth));
-      v[3] = _mm256_or_si256(v[3], _mm256_and_si256(_mm256_slli_epi16(bits, 1), fifth));
-      v[4] = _mm256_or_si256(v[4], _mm256_and_si256(bits, fifth));
-      v[5] = _mm256_or_si256(v[5], _mm256_and_si256(_mm256_srli_epi16(bits, 1), fifth));
-      v[6] = _mm256_or_si256(v[6], _mm256_and_si256(_mm256_srli_epi16(bits, 2), fifth));
-      v[7] = _mm256_or_si256(v[7], _mm256_and_si256(_mm256_srli_epi16(bits, 3), fifth));
+    for (int h = 0; h < 2; ++h) {
+      // Quant vector p holds values 4p..4p+3 in its low nibbles (vector p) and 16+4p..16+4p+3
+      // in its high nibbles (vector 4 + p).
+      const uint8_t* quants = gb + grouped_quants_offset(kType) + 32 * h;
+      for (int p = 0; p < 4; ++p) {
+        const __m256i q = loadu256(quants + 64 * p);
+        v[h][p] = _mm256_and_si256(G == 0 ? q : _mm256_srli_epi16(q, 4), low);
+      }
+      if constexpr (kHasFifthBit) {
+        const __m256i bits = loadu256(gb + kGroupScaleBytes + 32 * h);
+        v[h][0] = _mm256_or_si256(v[h][0], fifth_bit<4 * G + 0>(bits));
+        v[h][1] = _mm256_or_si256(v[h][1], fifth_bit<4 * G + 1>(bits));
+        v[h][2] = _mm256_or_si256(v[h][2], fifth_bit<4 * G + 2>(bits));
+        v[h][3] = _mm256_or_si256(v[h][3], fifth_bit<4 * G + 3>(bits));
+      }
     }
   }
 
-  // acc += the f32 step of activation block a against half h's unpacked block v (scales dw).
-  static __m256 step(const __m256i (&v)[8], const uint8_t* /*gb*/, int /*h*/, __m256 dw,
-                     const ActQ8& a, __m256 acc) {
+  template <int G>
+  static void dot(const __m256i (&v)[2][4], const uint8_t* /*gb*/, const uint8_t* q,
+                  __m256i (&d)[2]) {
     const __m256i ones = _mm256_set1_epi16(1);
-    const auto* q = reinterpret_cast<const uint8_t*>(a.qs);
-    __m256i sum = _mm256_setzero_si256();
-    for (int j0 = 0; j0 < 8; j0 += kSum16) {
-      __m256i s16 = _mm256_maddubs_epi16(v[j0], broadcast_u32(q + 4 * j0));
-      for (int j = j0 + 1; j < j0 + kSum16; ++j) {
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(v[j], broadcast_u32(q + 4 * j)));
-      }
-      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(s16, ones));
+    __m256i b = broadcast_u32(q + 16 * G);
+    __m256i s0 = _mm256_maddubs_epi16(v[0][0], b);
+    __m256i s1 = _mm256_maddubs_epi16(v[1][0], b);
+    for (int k = 1; k < 4; ++k) {
+      b = broadcast_u32(q + 16 * G + 4 * k);
+      s0 = _mm256_add_epi16(s0, _mm256_maddubs_epi16(v[0][k], b));
+      s1 = _mm256_add_epi16(s1, _mm256_maddubs_epi16(v[1][k], b));
     }
-    const __m256i dot = _mm256_sub_epi32(sum, _mm256_set1_epi32(a.sum << kOffsetShift));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, _mm256_set1_ps(a.d)), acc);
+    d[0] = _mm256_madd_epi16(s0, ones);
+    d[1] = _mm256_madd_epi16(s1, ones);
   }
 };
 
@@ -91,24 +108,32 @@ struct Grouped {
 // vpmaddwd per vector.
 struct GroupedQ8_0 {
   static constexpr size_t kBlockBytes = kGroupRows * sizeof(quant::BlockQ8_0);
+  static constexpr int kOffsetShift = -1;  // no offset
   static const uint8_t* quants(const uint8_t* gb, int h) { return gb + kGroupScaleBytes + 32 * h; }
 
-  static void unpack(const uint8_t* gb, int h, __m256i (&v)[8]) {
-    for (int j = 0; j < 8; ++j) v[j] = _mm256_abs_epi8(loadu256(quants(gb, h) + 64 * j));
+  template <int G>
+  static void unpack(const uint8_t* gb, __m256i (&v)[2][4]) {
+    for (int h = 0; h < 2; ++h) {
+      for (int k = 0; k < 4; ++k) {
+        v[h][k] = _mm256_abs_epi8(loadu256(quants(gb, h) + 64 * (4 * G + k)));
+      }
+    }
   }
 
-  static __m256 step(const __m256i (&w_abs)[8], const uint8_t* gb, int h, __m256 dw, const ActQ8& a,
-                     __m256 acc) {
+  template <int G>
+  static void dot(const __m256i (&w_abs)[2][4], const uint8_t* gb, const uint8_t* q,
+                  __m256i (&d)[2]) {
     const __m256i ones = _mm256_set1_epi16(1);
-    const auto* q = reinterpret_cast<const uint8_t*>(a.qs);
-    const uint8_t* w = quants(gb, h);
-    __m256i sum = _mm256_setzero_si256();
-    for (int j = 0; j < 8; ++j) {
-      const __m256i signed_a = _mm256_sign_epi8(broadcast_u32(q + 4 * j), loadu256(w + 64 * j));
-      sum =
-          _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs[j], signed_a), ones));
+    d[0] = _mm256_setzero_si256();
+    d[1] = _mm256_setzero_si256();
+    for (int k = 0; k < 4; ++k) {
+      const __m256i b = broadcast_u32(q + 16 * G + 4 * k);
+      for (int h = 0; h < 2; ++h) {
+        const __m256i signed_a = _mm256_sign_epi8(b, loadu256(quants(gb, h) + 64 * (4 * G + k)));
+        d[h] = _mm256_add_epi32(
+            d[h], _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs[h][k], signed_a), ones));
+      }
     }
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, _mm256_set1_ps(a.d)), acc);
   }
 };
 
@@ -120,39 +145,56 @@ inline void store_rows(__m256 acc, int n, float* y) {
   for (int i = 0; i < n; ++i) y[i] = lanes[i];
 }
 
-// Activation rows per GEMM tile. The unpacked half block (8 ymm) stays in registers for all of
-// them; the accumulators live in memory between blocks (each is touched once per block).
-constexpr int kGemmActRows = 8;
+// Activation rows per GEMM tile. A block's vector group (4 vectors of each half, 8 ymm) stays
+// in registers for all of them; each activation broadcast serves both halves, and the first
+// group's int32 dots and the accumulators wait in memory (each touched once per block).
+constexpr int kGemmActRows = 16;
 
 // Bytes ahead (address order) a tile prefetches: a group's blocks are one stream, read from
 // memory once (later activation tiles of a GEMM find it in cache).
 constexpr size_t kPrefetchBytes = 2048;
 
-// 16 weight rows (one group) x NA activation rows; the GEMV is NA = 1.
+// 16 weight rows (one group) x NA activation rows; the GEMV is NA = 1. Per block: the int32
+// dots of vector group 0 for every activation row, then group 1's, their sum less the offset,
+// and the f32 step acc = fma(float(idot), dw * da, acc) of the row layout.
 template <class F, int NA>
 void gemm_tile(const Tile& t) {
   const int64_t n_blocks = t.n_cols / quant::kQK;
-  __m256 acc[2][NA];
-  for (int h = 0; h < 2; ++h) {
-    for (int n = 0; n < NA; ++n) acc[h][n] = _mm256_setzero_ps();
-  }
+  __m256 acc[NA][2];
+  for (int n = 0; n < NA; ++n) acc[n][0] = acc[n][1] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* gb = t.w + b * F::kBlockBytes;
     prefetch(gb + kPrefetchBytes, F::kBlockBytes);
-    for (int h = 0; h < 2; ++h) {
-      __m256i v[8];
-      F::unpack(gb, h, v);
-      const __m256 dw = half_scales(gb, h);
+    const ActQ8* act[NA];
+    for (int n = 0; n < NA; ++n) act[n] = reinterpret_cast<const ActQ8*>(t.a + n * t.a_stride) + b;
+    __m256i first[NA][2];
+    {
+      __m256i v[2][4];
+      F::template unpack<0>(gb, v);
       for (int n = 0; n < NA; ++n) {
-        const auto* a = reinterpret_cast<const ActQ8*>(t.a + n * t.a_stride) + b;
-        acc[h][n] = F::step(v, gb, h, dw, *a, acc[h][n]);
+        F::template dot<0>(v, gb, reinterpret_cast<const uint8_t*>(act[n]->qs), first[n]);
+      }
+    }
+    __m256i v[2][4];
+    F::template unpack<1>(gb, v);
+    const __m256 dw[2] = {half_scales(gb, 0), half_scales(gb, 1)};
+    for (int n = 0; n < NA; ++n) {
+      __m256i d[2];
+      F::template dot<1>(v, gb, reinterpret_cast<const uint8_t*>(act[n]->qs), d);
+      __m256i offset = _mm256_setzero_si256();
+      if constexpr (F::kOffsetShift >= 0) offset = _mm256_set1_epi32(act[n]->sum << F::kOffsetShift);
+      const __m256 da = _mm256_set1_ps(act[n]->d);
+      for (int h = 0; h < 2; ++h) {
+        __m256i dot = _mm256_add_epi32(first[n][h], d[h]);
+        if constexpr (F::kOffsetShift >= 0) dot = _mm256_sub_epi32(dot, offset);
+        acc[n][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw[h], da), acc[n][h]);
       }
     }
   }
   for (int n = 0; n < NA && n < t.n_a; ++n) {
     float* y = t.y + n * t.y_stride;
-    store_rows(acc[0][n], t.n_w, y);
-    if (t.n_w > kHalfRows) store_rows(acc[1][n], t.n_w - kHalfRows, y + kHalfRows);
+    store_rows(acc[n][0], t.n_w, y);
+    if (t.n_w > kHalfRows) store_rows(acc[n][1], t.n_w - kHalfRows, y + kHalfRows);
   }
 }
 
