@@ -4,9 +4,11 @@
 // Decode reads every weight once per token, so its floor is (weight bytes per token) / (read
 // bandwidth); the command measures that bandwidth itself (a parallel sum over a large array) and
 // reports generation speed as a fraction of it. A shared machine's bandwidth moves from one
-// minute to the next, so it is sampled around every timed phase (before the prompt, between
-// prompt and generation, after generation) and the floor is taken from the highest sample: a
-// fraction against it never flatters the generation, whichever phase the machine was in.
+// minute to the next, so it is sampled next to every timed phase (before each repetition's
+// prompt, between its prompt and its generation, and once after the last generation; never
+// during one) and the floor is taken from the highest sample: the fraction is at most the one
+// against any single sample. Figures from before this sampling (one sample after the run) are
+// not comparable: more samples read a higher best and so a lower fraction.
 // Token ids are fixed pseudo-random ones: speed does not depend on them.
 #include "bench_model_command.h"
 

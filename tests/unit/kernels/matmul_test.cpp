@@ -491,12 +491,14 @@ TEST(Matmul, ReservedScratchDoesNotGrow) {
   }
 }
 
-// Matrices in 16-row groups (kernels/row_groups.h). On an ISA with grouped kernels (AVX-512) a
-// grouped matrix must give bit for bit what the row layout gives on that ISA, GEMV and GEMM, at
-// every activation-row count of the GEMM tile (1..8) and past it; elsewhere (the scalar
-// fallback) it must match the scalar kernel. Row counts cover a partial group (1, 15, 17, 45),
-// whole groups (16, 48) and, with 2 threads, a split over activation rows (few row tiles); the
-// source rows are padded and oddly aligned, and nothing outside y's n_rows columns is written.
+// Matrices in 16-row groups (kernels/row_groups.h). On an ISA with grouped kernels (AVX2 for the
+// legacy types, AVX-512) a grouped matrix must give bit for bit what the row layout gives on
+// that ISA, GEMV and GEMM, at every activation-row count of the GEMM tiles (1..16: the AVX2
+// tiles take 16, the AVX-512 ones 8 or 16) and past it; elsewhere (the scalar fallback) it must
+// match the scalar kernel. Row counts cover a partial group (1, 15, 17, 45), whole groups (16,
+// 48) and, with 2 threads (odd m), a split over activation rows (few row tiles; 17 and 33 split
+// at a 16-row grain); the source rows are padded and oddly aligned, and nothing outside y's
+// n_rows columns is written.
 class MatmulRowGroups : public ::testing::TestWithParam<std::tuple<GgmlType, Isa>> {};
 
 TEST_P(MatmulRowGroups, EqualTheRowLayout) {
@@ -514,7 +516,7 @@ TEST_P(MatmulRowGroups, EqualTheRowLayout) {
       std::vector<uint8_t> store(grouped_bytes(w.matrix) + 1);
       const QuantMatrix grouped = group_rows(w.matrix, store.data() + 1);
       ASSERT_EQ(grouped.layout, WeightLayout::kRowGroups16);
-      for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 20}) {
+      for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 20, 33}) {
         SCOPED_TRACE("n_cols " + std::to_string(n_cols) + ", n_rows " + std::to_string(n_rows) +
                      ", m " + std::to_string(m));
         const int64_t x_stride = n_cols + (m % 2 == 1 ? 3 : 0);
@@ -531,7 +533,7 @@ TEST_P(MatmulRowGroups, EqualTheRowLayout) {
   }
   // Pooled: one short dot can land near zero by chance (as in MatchesReferenceOnOddShapes).
   EXPECT_LE(scalar_pool.ratio(), kSimdBound);
-  EXPECT_EQ(n_cases, 3 * 6 * 10);
+  EXPECT_EQ(n_cases, 3 * 6 * 19);
 }
 
 // matmul_many over grouped q/k/v-like targets, plus one in the row layout (whose GEMM may read
