@@ -60,7 +60,8 @@ inline __m256i fifth_bit(__m256i bits) {
 //                              vpmaddubsw;
 //   part_dot<P>(v, gb, q, d):  d[h] = the int32 dots of half h's 8 rows with activation bytes
 //                              q[16P..16P+16) (each broadcast serves both halves);
-// and kHasOffset / kOffsetShift: unsigned weights carry (1 << kOffsetShift) * sum(q_a).
+// and kHasOffset: unsigned weights carry (1 << kOffsetShift) * sum(q_a), subtracted from each
+// dot (kOffsetShift is defined only where kHasOffset).
 
 // Q4_0 and Q5_0 (unsigned weights with an offset).
 template <gguf::GgmlType kType>
@@ -117,7 +118,6 @@ struct Grouped {
 struct GroupedQ8_0 {
   static constexpr size_t kBlockBytes = kGroupRows * sizeof(quant::BlockQ8_0);
   static constexpr bool kHasOffset = false;
-  static constexpr int kOffsetShift = 0;
   static const uint8_t* quants(const uint8_t* gb, int h) { return gb + kGroupScaleBytes + 32 * h; }
 
   template <int P>
