@@ -71,11 +71,11 @@ class ReadBandwidthProbe {
     });
   }
 
-  // Bytes per second, the best of `passes` passes.
-  double sample(int passes = 4) {
+  // Bytes per second, the best of kPassesPerSample passes.
+  double sample() {
     std::vector<double> partial(pool_.size(), 0.0);
     double best = 0.0;
-    for (int pass = 0; pass < passes; ++pass) {
+    for (int pass = 0; pass < kPassesPerSample; ++pass) {
       auto t = Clock::now();
       pool_.parallel_for(n_, [&](int64_t b, int64_t e, int thread) {
         // Eight independent accumulators keep the loop bound by memory, not by add latency.
@@ -98,6 +98,7 @@ class ReadBandwidthProbe {
   }
 
  private:
+  static constexpr int kPassesPerSample = 4;
   ThreadPool& pool_;
   int64_t n_;
   HugePageBuffer buffer_;

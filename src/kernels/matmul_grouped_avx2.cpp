@@ -17,7 +17,7 @@
 // A block is taken as two parts of 16 values, each part's 4 vectors of both halves at once
 // (8 ymm): on Zen 3 a broadcast from memory takes a vector-pipe uop besides its load, like an
 // add, and with both halves in registers each broadcast serves 16 rows instead of 8 (Q5_0 GEMM
-// +17-20 % in cache; docs/PERF.md).
+// +16-20 % in cache; docs/PERF.md).
 //
 // Each (row, block) dot is the exact integer the row-layout kernels compute (offset * sum(q_a)
 // subtracted for the unsigned weights: 8, 16) and the f32 step is the same expression,
@@ -192,11 +192,11 @@ void gemm_tile(const Tile& t) {
       __m256i idot[2];
       F::template part_dot<1>(v, gb, reinterpret_cast<const uint8_t*>(act[n]->qs), idot);
       const __m256 da = _mm256_set1_ps(act[n]->d);
+      __m256i offset = _mm256_setzero_si256();
+      if constexpr (F::kHasOffset) offset = _mm256_set1_epi32(act[n]->sum << F::kOffsetShift);
       for (int h = 0; h < 2; ++h) {
         idot[h] = _mm256_add_epi32(idot_part0[n][h], idot[h]);
-        if constexpr (F::kHasOffset) {
-          idot[h] = _mm256_sub_epi32(idot[h], _mm256_set1_epi32(act[n]->sum << F::kOffsetShift));
-        }
+        if constexpr (F::kHasOffset) idot[h] = _mm256_sub_epi32(idot[h], offset);
         acc[n][h] =
             _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot[h]), _mm256_mul_ps(dw[h], da), acc[n][h]);
       }
