@@ -1,6 +1,7 @@
 // Timing mode of the kernel tests (LLMS_KERNEL_TIMING=1; otherwise every case skips): prints one
 // JSON line per case and asserts nothing about speed.
-//   - read bandwidth: sum of a 1 GiB float array with 1 and 2 threads (the decode floor);
+//   - read bandwidth: sum of a 1 GiB float array with 1 and 2 threads (the decode floor); it and
+//     the GEMVs' weights sit on huge pages (HugePageBuffer), as the model's weight arena does;
 //   - every figure is the best batch of calls (see time_per_call), so that on a shared machine
 //     the time other processes take is not charged to the kernel;
 //   - GEMV (m = 1) on the Qwen2.5-0.5B projection shapes in Q5_0/Q8_0/Q4_K/Q5_K/Q6_K and the
@@ -11,6 +12,7 @@
 //   - GEMM with m = 32 and m = 512, as GFLOP/s (2 * m * n_rows * n_cols per call), for the
 //     quantized types and (GemmFloat, 1 and 2 threads) for F16/BF16/F32 weights, and the
 //     output matrix (Q8_0 151936 x 896, Qwen2.5's tied embedding) at m = 32 (batched decode);
+//   - LLMS_KERNEL_TIMING_TYPES=Q4_K,Q6_K (GGML type names) times only those types' GEMVs;
 //   - GemvGrouped and GemmGrouped: the same GEMVs and GEMMs on the 16-row-group layout that the
 //     loader repacks Q4_0/Q5_0/Q8_0/Q4_K/Q6_K into where group_rows_pays, per ISA.
 #include <gtest/gtest.h>
@@ -30,6 +32,7 @@
 #include "kernels/matmul.h"
 #include "kernels/row_groups.h"
 #include "quant/quant.h"
+#include "util/huge_page_buffer.h"
 
 namespace llms::kernels {
 namespace {
@@ -79,14 +82,17 @@ std::vector<double>& read_bandwidth() {
     std::vector<double> result(static_cast<size_t>(thread_counts_max()) + 1, 0.0);
     const size_t n = (size_t{1} << 30) / sizeof(float);
     const size_t slice = (size_t{16} << 20) / sizeof(float);
-    std::vector<float> data(n, 1.0f);  // touched: no page faults while timing
+    // On huge pages, as bench-model's floor and the model's weight arena.
+    HugePageBuffer store(n * sizeof(float));
+    float* const data = reinterpret_cast<float*>(store.data());
+    std::fill(data, data + n, 1.0f);  // touched: no page faults while timing
     for (int threads = 1; threads <= thread_counts_max(); ++threads) {
       ThreadPool pool(threads);
       std::vector<float> partial(static_cast<size_t>(threads));
       size_t next = 0;
       const double seconds = time_per_call(
           [&] {
-            const float* base = data.data() + next * slice;
+            const float* base = data + next * slice;
             next = (next + 1) % (n / slice);
             pool.parallel_for(
                 static_cast<int64_t>(slice), 1024, [&](int64_t begin, int64_t end, int t) {
@@ -150,6 +156,15 @@ TEST(KernelTiming, ReadBandwidth) {
   EXPECT_GT(read_bandwidth()[1], 0.0);
 }
 
+// Whether type is timed: LLMS_KERNEL_TIMING_TYPES (a comma-separated list of GGML type names,
+// e.g. "Q4_K,Q6_K") narrows the GEMV timings to those types; unset, every type is timed.
+bool type_selected(GgmlType type) {
+  const char* env = std::getenv("LLMS_KERNEL_TIMING_TYPES");
+  if (env == nullptr) return true;
+  const std::string list = std::string(",") + env + ",";
+  return list.find("," + std::string(gguf::ggml_type_name(type)) + ",") != std::string::npos;
+}
+
 // The GEMVs of the decode shapes, on the row layout or (grouped) on the 16-row groups.
 void time_gemvs(bool grouped) {
   const std::vector<double>& bandwidth = read_bandwidth();
@@ -165,6 +180,7 @@ void time_gemvs(bool grouped) {
   for (const auto& one_case : cases) {
     const GgmlType type = one_case.first;  // not a structured binding: clang 14's lambdas
     const Shape shape = one_case.second;   // cannot capture those
+    if (!type_selected(type)) continue;
     size_t row_bytes = 0;
     std::vector<uint8_t> one = random_matrix(type, shape, &row_bytes);
     QuantMatrix layout{type, nullptr, shape.n_rows, shape.n_cols, row_bytes};
@@ -179,9 +195,10 @@ void time_gemvs(bool grouped) {
     const size_t n_copies = std::getenv("LLMS_KERNEL_TIMING_HOT") != nullptr
                                 ? 1
                                 : std::max<size_t>(2, (size_t{512} << 20) / one.size());
-    std::vector<uint8_t> copies(one.size() * n_copies);
+    // On huge pages, as the model's weight arena (Transformer::place_weights).
+    HugePageBuffer copies(one.size() * n_copies);
     for (size_t c = 0; c < n_copies; ++c)
-      std::copy(one.begin(), one.end(), copies.begin() + c * one.size());
+      std::copy(one.begin(), one.end(), copies.data() + c * one.size());
     auto rng = testing::rng_for(3);
     const std::vector<float> x = testing::gaussian(rng, static_cast<size_t>(shape.n_cols));
     std::vector<float> y(static_cast<size_t>(shape.n_rows));
