@@ -18,8 +18,8 @@
 #include "fuzz_vocabularies.h"
 #include "jinja/chat_template.h"
 #include "tokenizer/chat_prompt.h"
-#include "tokenizer/utf8.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace {
 
@@ -85,8 +85,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < contents.size(); ++i) {
     const char* role = with_system && i == 0 ? "system" : ((i % 2 == 0) ? "user" : "assistant");
     // Requests carry valid UTF-8 (the server refuses anything else before rendering).
-    chat.messages.push_back(
-        {{"role", role}, {"content", llms::tokenizer::utf8_lossy(contents[i])}});
+    chat.messages.push_back({{"role", role}, {"content", llms::utf8_lossy(contents[i])}});
   }
   const size_t n = chat.messages.size();
   run(byte_level, chatml, chat, "<|im_start|>", "<|im_end|>", n, false);

@@ -16,7 +16,7 @@
 #include "fuzz_vocabularies.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 namespace {
 
@@ -41,7 +41,7 @@ std::string streamed(const Tokenizer& tok, const std::vector<int32_t>& ids, bool
 }
 
 void round_trip(const Tokenizer& tok, std::string_view text) {
-  std::string repaired = llms::tokenizer::utf8_lossy(text);
+  std::string repaired = llms::utf8_lossy(text);
   if (tok.kind() == ModelKind::kSentencePieceBpe) {
     // SentencePiece spells spaces as U+2581, so a U+2581 in the input decodes as a space.
     for (size_t at; (at = repaired.find("\xE2\x96\x81")) != std::string::npos;) {
@@ -55,7 +55,7 @@ void round_trip(const Tokenizer& tok, std::string_view text) {
     check(back == repaired);
     check(streamed(tok, ids, false) == back);
     const std::string skipped = tok.decode(ids, DecodeOptions{.skip_special = true});
-    check(llms::tokenizer::is_valid_utf8(skipped));
+    check(llms::is_valid_utf8(skipped));
     check(streamed(tok, ids, true) == skipped);
   }
   const auto with_bos = tok.encode(text, EncodeOptions{.add_special = true});
@@ -68,7 +68,7 @@ void arbitrary_ids(const Tokenizer& tok, const uint8_t* data, size_t size) {
     ids.push_back(static_cast<int32_t>((data[i] | (data[i + 1] << 8)) % tok.n_vocab()));
   }
   const std::string text = tok.decode(ids);
-  check(llms::tokenizer::is_valid_utf8(text));
+  check(llms::is_valid_utf8(text));
   check(streamed(tok, ids, false) == text);
 
   // A stop string is never emitted, and what is emitted is a prefix of the full text.

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "util/utf8.h"
+
 namespace llms::bench {
 
 namespace {
@@ -451,41 +453,6 @@ class FastJsonScanner {
     }
     return v;
   }
-  void put_utf8(uint32_t cp) {
-    if (cp < 0x80) {
-      buf_.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      buf_.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      buf_.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      buf_.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      buf_.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      buf_.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      buf_.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      buf_.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      buf_.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      buf_.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-  }
-  // Length of the well-formed UTF-8 sequence at p (RFC 3629), 0 when it is not one.
-  size_t utf8_length(const char* p) const {
-    const size_t avail = static_cast<size_t>(end_ - p);
-    const auto b = [&](size_t i) { return i < avail ? static_cast<unsigned char>(p[i]) : 0u; };
-    const auto cont = [&](size_t i, unsigned lo = 0x80, unsigned hi = 0xBF) {
-      return b(i) >= lo && b(i) <= hi;
-    };
-    const unsigned c = b(0);
-    if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
-    if (c == 0xE0) return cont(1, 0xA0) && cont(2) ? 3 : 0;
-    if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) return cont(1) && cont(2) ? 3 : 0;
-    if (c == 0xED) return cont(1, 0x80, 0x9F) && cont(2) ? 3 : 0;
-    if (c == 0xF0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
-    if (c >= 0xF1 && c <= 0xF3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
-    if (c == 0xF4) return cont(1, 0x80, 0x8F) && cont(2) && cont(3) ? 4 : 0;
-    return 0;
-  }
-
   // A string token at p_ (the opening quote); `out` views its decoded text (the input itself
   // when it has no escapes, else buf_, valid until the next string).
   bool string(std::string_view& out) {
@@ -536,7 +503,7 @@ class FastJsonScanner {
               p_ += 6;
               cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             }
-            put_utf8(static_cast<uint32_t>(cp));
+            append_utf8(static_cast<char32_t>(cp), buf_);
             break;
           }
           default:
@@ -545,7 +512,11 @@ class FastJsonScanner {
         continue;
       }
       size_t n = 1;
-      if (c >= 0x80 && (n = utf8_length(p_)) == 0) return false;
+      if (c >= 0x80) {  // a well-formed sequence (Unicode Table 3-7), or not JSON
+        const Utf8Step step = utf8_step(std::string_view(p_, static_cast<size_t>(end_ - p_)), 0);
+        if (step.kind != Utf8Step::Kind::kValid) return false;
+        n = step.length;
+      }
       if (escaped) buf_.append(p_, n);
       p_ += n;
     }

@@ -9,6 +9,7 @@
 
 #include "pystr.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace llms::jinja {
 
@@ -489,7 +490,7 @@ class Lexer {
           }
           if (cp > 0x10FFFF) fail(i - 2, "illegal Unicode character");
           i += width;
-          pystr::append_utf8(out, cp);
+          append_utf8(cp, out);
           break;
         }
         default:
@@ -498,7 +499,7 @@ class Lexer {
             for (int k = 0; k < 2 && i < end && src_[i] >= '0' && src_[i] <= '7'; ++k) {
               cp = cp * 8 + static_cast<uint32_t>(src_[i++] - '0');
             }
-            pystr::append_utf8(out, cp);
+            append_utf8(cp, out);
           } else if (n == 'N') {
             fail(i - 2, "\\N{...} escapes are not supported");
           } else {

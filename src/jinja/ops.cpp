@@ -7,6 +7,7 @@
 
 #include "interpreter.h"
 #include "pystr.h"
+#include "util/utf8.h"
 
 namespace llms::jinja {
 
@@ -410,7 +411,7 @@ std::string percent_format(Interpreter& interp, const std::string& format, const
         if (arg->is_string() && pystr::length(arg->as_string()) == 1) {
           out += arg->as_string();
         } else if (arg->is_intlike() && arg->as_int() >= 0 && arg->as_int() <= 0x10FFFF) {
-          pystr::append_utf8(out, static_cast<uint32_t>(arg->as_int()));
+          append_utf8(static_cast<uint32_t>(arg->as_int()), out);
         } else {
           throw EvalError("%c requires an int or a unicode character");
         }

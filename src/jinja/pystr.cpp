@@ -1,70 +1,25 @@
 // jinja/pystr: Python str semantics over UTF-8 (see pystr.h for the contract).
 #include "pystr.h"
 
+#include "util/utf8.h"
 #include "value.h"
 
 namespace llms::jinja::pystr {
 
 uint32_t decode(std::string_view s, size_t& i) {
-  const auto byte = [&](size_t k) { return static_cast<uint8_t>(s[k]); };
-  const uint8_t b0 = byte(i);
-  if (b0 < 0x80) {
-    ++i;
-    return b0;
+  const Utf8Step step = utf8_step(s, i);
+  if (step.kind == Utf8Step::Kind::kValid) {
+    i += step.length;
+    return static_cast<uint32_t>(step.code_point);
   }
-  size_t len = 0;
-  uint32_t cp = 0;
-  uint32_t min = 0;
-  if ((b0 & 0xE0) == 0xC0) {
-    len = 2, cp = b0 & 0x1F, min = 0x80;
-  } else if ((b0 & 0xF0) == 0xE0) {
-    len = 3, cp = b0 & 0x0F, min = 0x800;
-  } else if ((b0 & 0xF8) == 0xF0) {
-    len = 4, cp = b0 & 0x07, min = 0x10000;
-  }
-  if (len == 0 || i + len > s.size()) {
-    ++i;
-    return 0xDC00 + b0;
-  }
-  for (size_t k = 1; k < len; ++k) {
-    const uint8_t b = byte(i + k);
-    if ((b & 0xC0) != 0x80) {
-      ++i;
-      return 0xDC00 + b0;
-    }
-    cp = (cp << 6) | (b & 0x3F);
-  }
-  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-    ++i;
-    return 0xDC00 + b0;
-  }
-  i += len;
-  return cp;
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
+  return 0xDC00 + static_cast<uint8_t>(s[i++]);  // one invalid byte, as Python's surrogateescape
 }
 
 void append_cp(std::string& out, uint32_t cp) {
   if (cp >= 0xDC80 && cp <= 0xDCFF) {
     out.push_back(static_cast<char>(cp - 0xDC00));  // an invalid byte, copied through
   } else {
-    append_utf8(out, cp);
+    append_utf8(cp, out);
   }
 }
 

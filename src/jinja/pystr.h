@@ -18,8 +18,8 @@ namespace llms::jinja::pystr {
 
 // Decodes the code point at s[i] and advances i (by 1 for an invalid byte, whose value is
 // returned as 0xDC00 + byte, a lone surrogate no valid input produces).
+// (Strict decoding and the encoder are util/utf8.h's.)
 uint32_t decode(std::string_view s, size_t& i);
-void append_utf8(std::string& out, uint32_t cp);
 // Appends the code point as decode() produced it (re-emitting an invalid byte as itself).
 void append_cp(std::string& out, uint32_t cp);
 

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "pystr.h"
+#include "util/utf8.h"
 
 namespace llms::jinja {
 
@@ -291,7 +292,7 @@ void repr_string(std::string& out, std::string_view s) {
       std::snprintf(buf, sizeof(buf), "\\x%02x", cp);
       out.append(buf);
     } else if (cp < 0x7F || is_printable(cp)) {
-      pystr::append_utf8(out, cp);
+      append_utf8(cp, out);
     } else {
       if (cp < 0x100) {
         std::snprintf(buf, sizeof(buf), "\\x%02x", cp);

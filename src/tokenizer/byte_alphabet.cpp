@@ -3,7 +3,7 @@
 
 #include <array>
 
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 namespace llms::tokenizer {
 

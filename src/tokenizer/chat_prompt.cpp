@@ -7,8 +7,8 @@
 #include <utility>
 
 #include "gguf/gguf_file.h"
-#include "tokenizer/utf8.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace llms::tokenizer {
 

@@ -6,8 +6,8 @@
 
 #include <algorithm>
 
-#include "tokenizer/utf8.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace llms::tokenizer {
 

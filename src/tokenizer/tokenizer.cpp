@@ -18,9 +18,9 @@
 #include <string>
 #include <utility>
 
-#include "tokenizer/utf8.h"
 #include "tokenizer_impl.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace llms::tokenizer {
 

@@ -16,9 +16,9 @@
 
 #include "spm_merges.h"
 #include "tokenizer/byte_alphabet.h"
-#include "tokenizer/utf8.h"
 #include "tokenizer_impl.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 namespace llms::tokenizer {
 

@@ -22,7 +22,7 @@
 #include "model_dir.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 namespace llms {
 namespace {
@@ -209,8 +209,8 @@ TEST_P(TokenizerGolden, DecodeMatchesHf) {
     const Json& rec = records_[i];
     const auto ids = rec["ids"].get<std::vector<int32_t>>();
     // Invalid UTF-8 input decodes to its repair (what HF was given).
-    const std::string text = rec.contains("text") ? rec["text"].get<std::string>()
-                                                  : tokenizer::utf8_lossy(corpus_text(corpus_[i]));
+    const std::string text =
+        rec.contains("text") ? rec["text"].get<std::string>() : utf8_lossy(corpus_text(corpus_[i]));
     check("corpus[" + std::to_string(i) + "]", ids, false, text);
     check("corpus[" + std::to_string(i) + "]", ids, true,
           rec.contains("text_skip") ? rec["text_skip"].get<std::string>() : text);

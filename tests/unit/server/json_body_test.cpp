@@ -10,18 +10,6 @@
 namespace llms::server {
 namespace {
 
-TEST(JsonBody, FindsInvalidUtf8) {
-  EXPECT_EQ(find_invalid_utf8("plain ascii"), std::string_view::npos);
-  EXPECT_EQ(find_invalid_utf8("caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80"), std::string_view::npos);
-  EXPECT_EQ(find_invalid_utf8("ab\xff"), 2u);            // never valid
-  EXPECT_EQ(find_invalid_utf8("a\xc3"), 1u);             // truncated
-  EXPECT_EQ(find_invalid_utf8("\xc0\xaf"), 0u);          // overlong '/'
-  EXPECT_EQ(find_invalid_utf8("x\xed\xa0\x80"), 1u);     // UTF-16 surrogate
-  EXPECT_EQ(find_invalid_utf8("\xf4\x90\x80\x80"), 0u);  // above U+10FFFF
-  EXPECT_EQ(find_invalid_utf8("\xe4\xb8"), 0u);          // truncated 3-byte
-  EXPECT_EQ(find_invalid_utf8("\xe4\x41\x41"), 0u);      // bad continuation
-}
-
 TEST(JsonBody, MeasuresNestingOutsideStrings) {
   EXPECT_EQ(json_nesting_depth("1", 64), 0);
   EXPECT_EQ(json_nesting_depth("{\"a\": [1, {\"b\": []}]}", 64), 4);

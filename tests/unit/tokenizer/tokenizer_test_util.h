@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 namespace llms::tokenizer::testing {
 

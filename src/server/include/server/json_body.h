@@ -16,10 +16,6 @@ namespace llms::server {
 
 inline constexpr int kDefaultMaxJsonDepth = 64;
 
-// Byte offset of the first invalid UTF-8 sequence (overlong forms, surrogates and code points
-// above U+10FFFF are invalid), or npos when the text is valid.
-size_t find_invalid_utf8(std::string_view text);
-
 // Deepest nesting of [ and { outside strings (0 for a scalar). Stops counting past `limit + 1`.
 int json_nesting_depth(std::string_view text, int limit);
 

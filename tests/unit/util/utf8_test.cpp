@@ -1,12 +1,12 @@
 // UTF-8 decoding and repair. Expected repairs are Python's bytes.decode("utf-8", "replace")
 // (CPython 3.11), which substitutes maximal subparts exactly as Rust's from_utf8_lossy does.
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-namespace llms::tokenizer {
+namespace llms {
 namespace {
 
 std::string from_hex(std::string_view hex) {
@@ -98,5 +98,19 @@ TEST(Utf8, AppendEncodesEveryLength) {
   EXPECT_TRUE(is_valid_utf8(s));
 }
 
+// The offset the server names in its 400 for a body that is not UTF-8.
+TEST(Utf8, FindsTheFirstInvalidByte) {
+  EXPECT_EQ(find_invalid_utf8("plain ascii"), std::string_view::npos);
+  EXPECT_EQ(find_invalid_utf8("caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80"), std::string_view::npos);
+  EXPECT_EQ(find_invalid_utf8("ab\xff"), 2u);            // never valid
+  EXPECT_EQ(find_invalid_utf8("0123456789\xff"), 10u);   // after the 8-byte ASCII fast path
+  EXPECT_EQ(find_invalid_utf8("a\xc3"), 1u);             // truncated
+  EXPECT_EQ(find_invalid_utf8("\xc0\xaf"), 0u);          // overlong '/'
+  EXPECT_EQ(find_invalid_utf8("x\xed\xa0\x80"), 1u);     // UTF-16 surrogate
+  EXPECT_EQ(find_invalid_utf8("\xf4\x90\x80\x80"), 0u);  // above U+10FFFF
+  EXPECT_EQ(find_invalid_utf8("\xe4\xb8"), 0u);          // truncated 3-byte
+  EXPECT_EQ(find_invalid_utf8("\xe4\x41\x41"), 0u);      // bad continuation
+}
+
 }  // namespace
-}  // namespace llms::tokenizer
+}  // namespace llms

@@ -1,4 +1,5 @@
-// tokenizer/utf8: strict UTF-8 decoding and the one repair rule the tokenizer uses.
+// util/utf8: strict UTF-8 decoding, encoding, and the one repair rule the project uses (the
+// tokenizer's text, the server's check of request bodies, the template engine's strings).
 //
 // Well-formed means Unicode's Table 3-7: no overlong forms, no surrogates (U+D800..DFFF), nothing
 // above U+10FFFF. Repair replaces each *maximal subpart* of an ill-formed sequence with one U+FFFD
@@ -12,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-namespace llms::tokenizer {
+namespace llms {
 
 inline constexpr char32_t kReplacementChar = 0xFFFD;
 inline constexpr std::string_view kReplacementUtf8 = "\xEF\xBF\xBD";
@@ -32,6 +33,10 @@ struct Utf8Step {
 // Examines text[pos..]; pos must be < text.size().
 Utf8Step utf8_step(std::string_view text, size_t pos);
 
+// Byte offset of the first byte that does not belong to a well-formed sequence (the start of an
+// ill-formed or unfinished one), or std::string_view::npos when the text is valid.
+size_t find_invalid_utf8(std::string_view text);
+
 // True when every byte of `text` belongs to a well-formed sequence.
 bool is_valid_utf8(std::string_view text);
 
@@ -40,7 +45,9 @@ bool is_valid_utf8(std::string_view text);
 void append_utf8_lossy(std::string_view text, std::string& out);
 std::string utf8_lossy(std::string_view text);
 
-// Appends the UTF-8 encoding of `cp` (which must be a Unicode scalar value).
+// Appends the UTF-8 encoding of `cp` (<= U+10FFFF). A surrogate code point gets its 3-byte
+// form, which is not well-formed UTF-8 (Python's "surrogatepass"); callers that must produce
+// valid text pass scalar values only.
 void append_utf8(char32_t cp, std::string& out);
 
 // Length in bytes of the longest prefix of `text` that is not an unfinished sequence cut off by
@@ -50,4 +57,4 @@ size_t utf8_settled_length(std::string_view text);
 // Number of code points in valid UTF-8 text.
 size_t utf8_length(std::string_view valid_text);
 
-}  // namespace llms::tokenizer
+}  // namespace llms

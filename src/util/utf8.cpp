@@ -1,9 +1,9 @@
-// tokenizer/utf8: see utf8.h. The decoder follows Unicode Table 3-7 byte by byte, so the length
+// util/utf8: see utf8.h. The decoder follows Unicode Table 3-7 byte by byte, so the length
 // of an ill-formed subpart is exactly the number of bytes that still looked like a prefix of a
 // well-formed sequence.
-#include "tokenizer/utf8.h"
+#include "util/utf8.h"
 
-namespace llms::tokenizer {
+namespace llms {
 
 namespace {
 
@@ -48,7 +48,7 @@ Utf8Step utf8_step(std::string_view text, size_t pos) {
   return {Utf8Step::Kind::kValid, info.length, cp};
 }
 
-bool is_valid_utf8(std::string_view text) {
+size_t find_invalid_utf8(std::string_view text) {
   size_t pos = 0;
   while (pos < text.size()) {
     // ASCII fast path: eight bytes at a time.
@@ -62,10 +62,14 @@ bool is_valid_utf8(std::string_view text) {
     }
     if (pos >= text.size()) break;
     const Utf8Step step = utf8_step(text, pos);
-    if (step.kind != Utf8Step::Kind::kValid) return false;
+    if (step.kind != Utf8Step::Kind::kValid) return pos;
     pos += step.length;
   }
-  return true;
+  return std::string_view::npos;
+}
+
+bool is_valid_utf8(std::string_view text) {
+  return find_invalid_utf8(text) == std::string_view::npos;
 }
 
 void append_utf8_lossy(std::string_view text, std::string& out) {
@@ -130,4 +134,4 @@ size_t utf8_length(std::string_view valid_text) {
   return n;
 }
 
-}  // namespace llms::tokenizer
+}  // namespace llms
