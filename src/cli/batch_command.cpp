@@ -24,6 +24,9 @@
 #include "engine_options.h"
 #include "gguf/gguf_file.h"
 #include "model_registry.h"
+#include "server/api_error.h"
+#include "server/json_body.h"
+#include "server/openai_request.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -63,89 +66,75 @@ struct LineResult {
   bool done = false;
 };
 
-template <typename T>
-T get_field(const json& obj, const char* key, T fallback) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return fallback;
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    throw Error(Error::Kind::kInvalidArgument, fmt::format("{}: wrong type", key));
-  }
-}
+// Samples per line: the engine's own cap (Engine::validate), larger than the server's default.
+constexpr int32_t kMaxSamplesPerLine = 128;
+// max_tokens when a line gives none (vLLM's SamplingParams default).
+constexpr int32_t kDefaultMaxTokens = 16;
 
-// One input line into an engine request. Throws llms::Error naming the field.
-engine::GenerationRequest parse_line(const json& line, const gguf::GgufFile& file,
+// One input line into an engine request. The fields are checked by the server's OpenAI parsers
+// (server/openai_request.h: completions for `prompt` / `prompt_token_ids`, chat for `messages`),
+// so a line is accepted or refused exactly as the same body would be over HTTP, before anything
+// is sized from it. Throws llms::Error naming the field.
+engine::GenerationRequest parse_line(json line, const gguf::GgufFile& file,
                                      const tokenizer::Tokenizer& tok) {
-  if (!line.is_object())
+  if (!line.is_object()) {
     throw Error(Error::Kind::kInvalidArgument, "each line must be a JSON object");
-  engine::GenerationRequest r;
-  if (line.contains("messages")) {
-    jinja::ChatInputs chat;
-    chat.messages = nlohmann::ordered_json::parse(line["messages"].dump());
-    if (!chat.messages.is_array() || chat.messages.empty()) {
-      throw Error(Error::Kind::kInvalidArgument, "messages: must be a non-empty array");
+  }
+  // vLLM's offline name for a prompt given as token ids: the completions prompt's id form.
+  const bool ids_given = line.contains("prompt_token_ids");
+  if (auto ids = line.find("prompt_token_ids"); ids != line.end()) {
+    if (line.contains("prompt")) {
+      throw Error(Error::Kind::kInvalidArgument,
+                  "prompt_token_ids: give prompt or prompt_token_ids, not both");
     }
-    if (line.contains("tools")) chat.tools = nlohmann::ordered_json::parse(line["tools"].dump());
-    chat.add_generation_prompt = get_field<bool>(line, "add_generation_prompt", true);
-    r.prompt = tokenizer::encode_chat(file, tok, std::move(chat)).ids;
-  } else if (line.contains("prompt_token_ids")) {
-    r.prompt = get_field<std::vector<int32_t>>(line, "prompt_token_ids", {});
-  } else if (line.contains("prompt")) {
-    r.prompt = tok.encode(get_field<std::string>(line, "prompt", ""),
-                          {.add_special = true, .parse_special = false});
+    if (!ids->is_array()) {
+      throw Error(Error::Kind::kInvalidArgument, "prompt_token_ids: must be a list of token ids");
+    }
+    json moved = std::move(*ids);
+    line.erase("prompt_token_ids");
+    line["prompt"] = std::move(moved);
+  }
+  const bool chat = line.contains("messages");
+  server::ParseLimits limits;
+  limits.n_vocab = tok.n_vocab();
+  limits.max_n = kMaxSamplesPerLine;
+  server::OpenAiRequest r;
+  try {
+    r = chat ? server::parse_chat_request(line, limits)
+             : server::parse_completion_request(line, limits);
+  } catch (const server::ApiError& e) {
+    std::string message = e.what();
+    if (ids_given && e.param() == "prompt" && message.starts_with("prompt:")) {
+      message.replace(0, 6, "prompt_token_ids");  // name the field as the line gave it
+    }
+    throw Error(Error::Kind::kInvalidArgument, message);
+  }
+  engine::GenerationRequest g;
+  if (chat) {
+    jinja::ChatInputs inputs;
+    inputs.messages = nlohmann::ordered_json::parse(server::dump_json(r.messages));
+    if (!r.tools.is_null())
+      inputs.tools = nlohmann::ordered_json::parse(server::dump_json(r.tools));
+    inputs.add_generation_prompt = r.add_generation_prompt;
+    g.prompt = tokenizer::encode_chat(file, tok, std::move(inputs)).ids;
   } else {
-    throw Error(Error::Kind::kInvalidArgument,
-                "one of prompt, prompt_token_ids or messages is required");
-  }
-  r.max_tokens = get_field<int32_t>(line, "max_tokens", 16);
-  r.max_tokens = get_field<int32_t>(line, "max_completion_tokens", r.max_tokens);
-  r.n = get_field<int32_t>(line, "n", 1);
-  r.priority = get_field<int32_t>(line, "priority", 0);
-  r.ignore_eos = get_field<bool>(line, "ignore_eos", false);
-  r.stop_token_ids = get_field<std::vector<int32_t>>(line, "stop_token_ids", {});
-  if (auto it = line.find("stop"); it != line.end() && !it->is_null()) {
-    if (it->is_string()) {
-      r.stop.push_back(it->get<std::string>());
-    } else {
-      r.stop = get_field<std::vector<std::string>>(line, "stop", {});
+    if (r.prompts.size() != 1) {
+      throw Error(Error::Kind::kInvalidArgument,
+                  "prompt: one prompt per line (put each prompt of a list on its own line)");
     }
+    const server::PromptInput& in = r.prompts.front();
+    g.prompt =
+        in.is_ids ? in.ids : tok.encode(in.text, {.add_special = true, .parse_special = false});
   }
-  auto& s = r.sampling;
-  s.temperature = get_field<float>(line, "temperature", 1.0f);
-  s.top_p = get_field<float>(line, "top_p", 1.0f);
-  s.top_k = get_field<int32_t>(line, "top_k", 0);
-  s.min_p = get_field<float>(line, "min_p", 0.0f);
-  s.presence_penalty = get_field<float>(line, "presence_penalty", 0.0f);
-  s.frequency_penalty = get_field<float>(line, "frequency_penalty", 0.0f);
-  s.repetition_penalty = get_field<float>(line, "repetition_penalty", 1.0f);
-  if (auto it = line.find("seed"); it != line.end() && !it->is_null()) {
-    s.seed = get_field<uint64_t>(line, "seed", 0);
-  }
-  if (auto it = line.find("logit_bias"); it != line.end() && it->is_object()) {
-    for (const auto& [key, value] : it->items()) {
-      int32_t id = 0;
-      try {
-        id = std::stoi(key);
-      } catch (const std::exception&) {
-        throw Error(Error::Kind::kInvalidArgument, "logit_bias: keys must be token ids");
-      }
-      if (!value.is_number())
-        throw Error(Error::Kind::kInvalidArgument, "logit_bias: values must be numbers");
-      s.logit_bias.emplace_back(id, value.get<float>());
-    }
-  }
-  if (auto it = line.find("logprobs"); it != line.end() && !it->is_null()) {
-    // Completions style: an integer count; chat style: a bool plus top_logprobs.
-    if (it->is_boolean()) {
-      s.logprobs = it->get<bool>();
-      s.n_top_logprobs = get_field<int32_t>(line, "top_logprobs", 0);
-    } else {
-      s.logprobs = true;
-      s.n_top_logprobs = get_field<int32_t>(line, "logprobs", 0);
-    }
-  }
-  return r;
+  g.max_tokens = r.max_tokens.value_or(kDefaultMaxTokens);
+  g.n = r.n;
+  g.stop = r.stop;
+  g.stop_token_ids = r.stop_token_ids;
+  g.ignore_eos = r.ignore_eos;
+  g.skip_special_tokens = r.skip_special_tokens;
+  g.priority = r.priority;
+  g.sampling = r.sampling;
+  return g;
 }
 
 json sample_json(const SampleResult& s, size_t index) {
@@ -200,7 +189,7 @@ int run_batch(const BatchOptions& opts) {
     try {
       json line = json::parse(text);
       if (line.is_object() && line.contains("id")) lr.id = line["id"];
-      engine::GenerationRequest req = parse_line(line, file, tok);
+      engine::GenerationRequest req = parse_line(std::move(line), file, tok);
       lr.n_prompt = static_cast<int32_t>(req.prompt.size());
       lr.want_logprobs = req.sampling.logprobs;
       lr.samples.resize(static_cast<size_t>(std::max(req.n, 1)));
