@@ -206,7 +206,7 @@ void add_bench_model_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("bench-model",
                                  "Prompt and generation speed of a model on this machine (JSON)");
   cmd->add_option("-m,--model", opts->model, "GGUF file or registered model (default: default)");
-  cmd->add_option("-t,--threads", opts->threads, "Compute threads (default: physical cores)");
+  add_threads_option(*cmd, opts->threads);
   cmd->add_option("--prompt", opts->n_prompt, "Prompt tokens (one prefill step)");
   cmd->add_option("--gen", opts->n_gen, "Generated tokens (one decode step each)");
   cmd->add_option("-r,--repetitions", opts->repetitions, "Repetitions; the best is reported");

@@ -72,7 +72,12 @@ void add_engine_options(CLI::App& cmd, EngineOptions& o) {
                "Automatic prefix caching (on by default)");
   cmd.add_option("--scheduling-policy", o.scheduling_policy, "fcfs or priority")
       ->capture_default_str();
-  cmd.add_option("-t,--threads", o.threads, "Compute threads (default: physical cores)");
+  add_threads_option(cmd, o.threads);
+}
+
+void add_threads_option(CLI::App& cmd, int& threads) {
+  cmd.add_option("-t,--threads", threads, "Compute threads (default 0: one per physical core)")
+      ->check(CLI::Range(0, kMaxThreads));
 }
 
 void print_kv_pool(const engine::Engine& engine, std::FILE* out) {

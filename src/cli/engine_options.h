@@ -34,6 +34,12 @@ void add_engine_options(CLI::App& cmd, EngineOptions& opts);
 void add_kv_cache_dtype_option(CLI::App& cmd, std::string& value);
 kv::KvCacheType parse_kv_cache_dtype(const std::string& name);
 
+// -t/--threads for every command that computes: 0 (the default) means one per physical core;
+// more than kMaxThreads is refused by the parser (a pool that large only thrashes, and the
+// system refuses threads long before a mistyped 100000).
+inline constexpr int kMaxThreads = 1024;
+void add_threads_option(CLI::App& cmd, int& threads);
+
 // "KV cache: N blocks x 16 tokens = T tokens (B); up to S sequences at L tokens, S2 at 2k".
 void print_kv_pool(const engine::Engine& engine, std::FILE* out);
 

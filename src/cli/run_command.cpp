@@ -163,7 +163,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
   add_kv_cache_dtype_option(*cmd, opts->kv_cache_dtype);
   cmd->add_flag("--chat", opts->chat, "Wrap the prompt in the model's chat template");
   cmd->add_option("--system", opts->system, "System message (with --chat)");
-  cmd->add_option("-t,--threads", opts->threads, "Compute threads (default: physical cores)");
+  add_threads_option(*cmd, opts->threads);
   cmd->add_option("--chunk", opts->prefill_chunk, "Prefill chunk size in tokens");
   cmd->add_option("--temp,--temperature", opts->sampling.temperature, "0 = greedy");
   cmd->add_option("--top-k", opts->sampling.top_k, "0 = off");

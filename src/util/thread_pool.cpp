@@ -17,6 +17,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -133,11 +134,21 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads), state_(std::make_
   state_->errors.resize(static_cast<size_t>(n_threads));
   state_->workers.reserve(static_cast<size_t>(n_threads - 1));
   for (int t = 1; t < n_threads; ++t) {
-    state_->workers.emplace_back(&ThreadPool::worker_main, state_.get(), this, t);
+    try {
+      state_->workers.emplace_back(&ThreadPool::worker_main, state_.get(), this, t);
+    } catch (const std::system_error& e) {
+      // The destructor does not run for a constructor that throws: stop the started workers
+      // here (a joinable std::thread destroyed would terminate the process).
+      stop_workers();
+      throw Error(Error::Kind::kIo, "ThreadPool: could start only " + std::to_string(t) + " of " +
+                                        std::to_string(n_threads) + " threads (" + e.what() + ")");
+    }
   }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() noexcept {
   {
     std::lock_guard<std::mutex> lock(state_->call_mutex);
     state_->stop = true;
@@ -145,6 +156,7 @@ ThreadPool::~ThreadPool() {
     state_->generation.notify_all();
   }
   for (std::thread& worker : state_->workers) worker.join();
+  state_->workers.clear();
 }
 
 void ThreadPool::worker_main(State* state, const ThreadPool* pool, int thread_index) {

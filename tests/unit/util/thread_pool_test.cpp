@@ -4,6 +4,9 @@
 #include "util/thread_pool.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -13,6 +16,16 @@
 #include <vector>
 
 #include "util/error.h"
+
+// ASan reserves terabytes of shadow address space, so an address-space limit cannot be tested
+// under it.
+#if defined(__SANITIZE_ADDRESS__)
+#define LLMS_TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LLMS_TEST_UNDER_ASAN 1
+#endif
+#endif
 
 namespace llms {
 namespace {
@@ -173,6 +186,35 @@ TEST(ThreadPool, PhysicalCoreCountIsPlausible) {
   const int cores = physical_core_count();
   EXPECT_GE(cores, 1);
   EXPECT_LE(cores, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+}
+
+// A pool whose threads the system cannot start refuses with Error(kIo) and leaves no worker
+// running: a joinable std::thread destroyed in the failed constructor would terminate the
+// process (`llmserve run --threads 100000` once aborted so). Run in a child process with 1 GiB of
+// address space, where 4,000 thread stacks (8 MiB each) cannot be reserved.
+TEST(ThreadPool, RefusesWhenTheSystemCannotStartItsThreads) {
+#ifdef LLMS_TEST_UNDER_ASAN
+  GTEST_SKIP() << "an address-space limit does not work under ASan";
+#else
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const rlimit limit{rlim_t{1} << 30, rlim_t{1} << 30};
+    if (setrlimit(RLIMIT_AS, &limit) != 0) _exit(5);
+    try {
+      ThreadPool pool(4000);
+      _exit(2);  // the limit did not bite: no verdict
+    } catch (const Error& e) {
+      _exit(e.kind() == Error::Kind::kIo ? 0 : 3);
+    } catch (...) {
+      _exit(4);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+#endif
 }
 
 }  // namespace

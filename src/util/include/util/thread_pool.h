@@ -35,7 +35,10 @@ int physical_core_count();
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int n_threads);  // n_threads >= 1, else llms::Error(kInvalidArgument)
+  // n_threads >= 1, else llms::Error(kInvalidArgument); a worker the system cannot start
+  // (thread limit, memory) gives llms::Error(kIo) naming how many started, with none left
+  // running.
+  explicit ThreadPool(int n_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -71,6 +74,7 @@ class ThreadPool {
   struct State;
 
   void run(int64_t n, int64_t grain, RangeFn fn);
+  void stop_workers() noexcept;  // wakes every worker to return, and joins it
   static void worker_main(State* state, const ThreadPool* pool, int thread_index);
 
   int n_threads_;
