@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <new>
 #include <optional>
 #include <unordered_map>
 
@@ -135,10 +136,22 @@ Engine::Impl::Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& token
   const int64_t train_ctx = model.config().n_ctx_train > 0
                                 ? static_cast<int64_t>(model.config().n_ctx_train)
                                 : int64_t{4096};
-  if (sc.max_model_len <= 0 || sc.max_model_len > train_ctx) sc.max_model_len = train_ctx;
-  if (sc.max_num_seqs < 1) throw Error(Error::Kind::kInvalidArgument, "max_num_seqs must be >= 1");
-  if (sc.max_num_batched_tokens < 1) {
-    throw Error(Error::Kind::kInvalidArgument, "max_num_batched_tokens must be >= 1");
+  if (sc.max_model_len < 0) {
+    throw Error(Error::Kind::kInvalidArgument, "max_model_len must be >= 0 (0: the model's)");
+  }
+  if (sc.max_model_len > train_ctx) {
+    throw Error(Error::Kind::kInvalidArgument,
+                fmt::format("max_model_len {} exceeds the model's context length {}",
+                            sc.max_model_len, train_ctx));
+  }
+  if (sc.max_model_len == 0) sc.max_model_len = train_ctx;
+  if (sc.max_num_seqs < 1 || sc.max_num_seqs > kMaxNumSeqs) {
+    throw Error(Error::Kind::kInvalidArgument,
+                fmt::format("max_num_seqs must be in [1, {}]", kMaxNumSeqs));
+  }
+  if (sc.max_num_batched_tokens < 1 || sc.max_num_batched_tokens > kMaxNumBatchedTokens) {
+    throw Error(Error::Kind::kInvalidArgument,
+                fmt::format("max_num_batched_tokens must be in [1, {}]", kMaxNumBatchedTokens));
   }
   const int32_t n_blocks = pool_blocks(config);
   kv_storage = std::make_unique<model::KvStorage>(model.config(), config.block_size, n_blocks,
@@ -146,8 +159,15 @@ Engine::Impl::Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& token
   kv_cache = std::make_unique<kv::KvCacheManager>(n_blocks, config.block_size,
                                                   config.enable_prefix_caching);
   scheduler = std::make_unique<sched::Scheduler>(sc, *kv_cache);
-  model.reserve(sc.max_num_batched_tokens, sc.max_num_seqs);
-  logits.resize(static_cast<size_t>(sc.max_num_seqs) * model.n_vocab());
+  try {
+    model.reserve(sc.max_num_batched_tokens, sc.max_num_seqs);
+    logits.resize(static_cast<size_t>(sc.max_num_seqs) * model.n_vocab());
+  } catch (const std::bad_alloc&) {
+    throw Error(Error::Kind::kInvalidArgument,
+                fmt::format("cannot allocate the step buffers for max_num_batched_tokens {} and "
+                            "max_num_seqs {} (a vocabulary of {}): lower them",
+                            sc.max_num_batched_tokens, sc.max_num_seqs, model.n_vocab()));
+  }
   row_copy.resize(model.n_vocab());
   end_ids = tok.end_of_generation_ids();
 

@@ -304,6 +304,36 @@ TEST_F(EngineTest, RefusesBadRequestsNamingTheField) {
   EXPECT_EQ(e.kv_cache().n_free_blocks(), 8);
 }
 
+// Engine flags out of range are refused at start naming the flag, before anything is sized from
+// them (a huge max_num_seqs once ended in std::bad_alloc; a max_model_len beyond the model's
+// context was silently cut to it).
+TEST_F(EngineTest, RefusesBadConfigNamingTheFlag) {
+  auto expect_error = [&](EngineConfig c, const std::string& needle) {
+    try {
+      Engine e(*file_, *tok_, c);
+      ADD_FAILURE() << "accepted; expected an error mentioning " << needle;
+    } catch (const Error& err) {
+      EXPECT_EQ(err.kind(), Error::Kind::kInvalidArgument) << err.what();
+      EXPECT_NE(std::string(err.what()).find(needle), std::string::npos) << err.what();
+    }
+  };
+  EngineConfig c = config(8);
+  c.scheduler.max_model_len = 2049;  // the tiny model's context is 2048
+  expect_error(c, "max_model_len 2049 exceeds the model's context length 2048");
+  c = config(8);
+  c.scheduler.max_model_len = -1;
+  expect_error(c, "max_model_len");
+  c = config(8, 512, kMaxNumSeqs + 1);
+  expect_error(c, "max_num_seqs");
+  c = config(8, kMaxNumBatchedTokens + 1);
+  expect_error(c, "max_num_batched_tokens");
+  c = config(8);
+  c.scheduler.max_model_len = 2048;  // exactly the model's: accepted
+  Engine e(*file_, *tok_, c);
+  EXPECT_EQ(e.max_model_len(), 2048);
+  EXPECT_EQ(Engine(*file_, *tok_, config(8)).max_model_len(), 2048);  // 0: the model's
+}
+
 // Greedy tokens are the same alone and among others, with chunked prefill, prefix-cache hits
 // and preemption all happening. A divergence is accepted only at a near-tie in the lone run.
 TEST_F(EngineTest, BatchInvarianceUnderChunkingPrefixHitsAndPreemption) {

@@ -25,6 +25,9 @@
 
 namespace llms::engine {
 
+inline constexpr int32_t kMaxNumSeqs = 16384;
+inline constexpr int32_t kMaxNumBatchedTokens = 1 << 20;
+
 struct EngineConfig {
   int32_t block_size = 16;
   // KV pool size: n_kv_blocks when > 0, else kv_cache_memory bytes when > 0, else
@@ -37,8 +40,10 @@ struct EngineConfig {
   // KV element type (f16 or f32): f16, like llama.cpp's default cache, halves what attention
   // reads per step.
   kv::KvCacheType kv_cache_dtype = kv::KvCacheType::kF16;
-  // max_model_len 0: the model's training context.
-  sched::SchedulerConfig scheduler;
+  // max_model_len 0: the model's training context; more than it is refused. max_num_seqs is at
+  // most kMaxNumSeqs and max_num_batched_tokens at most kMaxNumBatchedTokens (the step buffers
+  // are sized from them at start).
+  sched::SchedulerConfig scheduler = {.max_model_len = 0};
   int n_threads = 0;  // 0: one per physical core
   // Check the KV invariants after every step (on in debug builds and tests).
   bool check_invariants = false;
