@@ -109,32 +109,24 @@ engine::GenerationRequest parse_line(json line, const gguf::GgufFile& file,
     }
     throw Error(Error::Kind::kInvalidArgument, message);
   }
-  engine::GenerationRequest g;
+  std::vector<int32_t> prompt;
   if (chat) {
     jinja::ChatInputs inputs;
     inputs.messages = nlohmann::ordered_json::parse(server::dump_json(r.messages));
     if (!r.tools.is_null())
       inputs.tools = nlohmann::ordered_json::parse(server::dump_json(r.tools));
     inputs.add_generation_prompt = r.add_generation_prompt;
-    g.prompt = tokenizer::encode_chat(file, tok, std::move(inputs)).ids;
+    prompt = tokenizer::encode_chat(file, tok, std::move(inputs)).ids;
   } else {
     if (r.prompts.size() != 1) {
       throw Error(Error::Kind::kInvalidArgument,
                   "prompt: one prompt per line (put each prompt of a list on its own line)");
     }
     const server::PromptInput& in = r.prompts.front();
-    g.prompt =
+    prompt =
         in.is_ids ? in.ids : tok.encode(in.text, {.add_special = true, .parse_special = false});
   }
-  g.max_tokens = r.max_tokens.value_or(kDefaultMaxTokens);
-  g.n = r.n;
-  g.stop = r.stop;
-  g.stop_token_ids = r.stop_token_ids;
-  g.ignore_eos = r.ignore_eos;
-  g.skip_special_tokens = r.skip_special_tokens;
-  g.priority = r.priority;
-  g.sampling = r.sampling;
-  return g;
+  return server::generation_request(r, std::move(prompt), r.max_tokens.value_or(kDefaultMaxTokens));
 }
 
 json sample_json(const SampleResult& s, size_t index) {

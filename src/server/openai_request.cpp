@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "server/api_error.h"
 
@@ -361,6 +362,21 @@ std::vector<int32_t> parse_detokenize_request(const json& body, int32_t n_vocab)
   const json* t = field(body, "tokens");
   if (!t || !t->is_array()) throw_invalid("tokens", "tokens: a list of token ids is required");
   return token_ids(*t, n_vocab, "tokens");
+}
+
+engine::GenerationRequest generation_request(const OpenAiRequest& r, std::vector<int32_t> prompt,
+                                             int32_t max_tokens) {
+  engine::GenerationRequest g;
+  g.prompt = std::move(prompt);
+  g.max_tokens = max_tokens;
+  g.sampling = r.sampling;
+  g.n = r.n;
+  g.stop = r.stop;
+  g.stop_token_ids = r.stop_token_ids;
+  g.ignore_eos = r.ignore_eos;
+  g.skip_special_tokens = r.skip_special_tokens;
+  g.priority = r.priority;
+  return g;
 }
 
 }  // namespace llms::server

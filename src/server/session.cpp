@@ -353,18 +353,11 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     std::vector<engine::GenerationRequest> requests;
     for (std::vector<int32_t>& ids : prompts) {
-      engine::GenerationRequest g;
       const int64_t room = b.engine->max_model_len() - static_cast<int64_t>(ids.size());
-      g.max_tokens = r.max_tokens ? *r.max_tokens
-                                  : static_cast<int32_t>(std::clamp<int64_t>(room, 1, 1 << 30));
-      g.prompt = std::move(ids);
-      g.sampling = r.sampling;
-      g.n = r.n;
-      g.stop = r.stop;
-      g.stop_token_ids = r.stop_token_ids;
-      g.ignore_eos = r.ignore_eos;
-      g.skip_special_tokens = r.skip_special_tokens;
-      g.priority = r.priority;
+      const int32_t max_tokens = r.max_tokens
+                                     ? *r.max_tokens
+                                     : static_cast<int32_t>(std::clamp<int64_t>(room, 1, 1 << 30));
+      engine::GenerationRequest g = generation_request(r, std::move(ids), max_tokens);
       try {
         b.engine->validate(g);
       } catch (const Error& e) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/request.h"
 #include "sampling/sampler.h"
 
 namespace llms::server {
@@ -71,5 +72,11 @@ struct TokenizeRequest {
 };
 TokenizeRequest parse_tokenize_request(const nlohmann::json& body);
 std::vector<int32_t> parse_detokenize_request(const nlohmann::json& body, int32_t n_vocab);
+
+// The engine request for one tokenized prompt of r: its sampling parameters, n, stops, priority
+// and flags. max_tokens is the caller's (r.max_tokens or its own default), which differs between
+// the server (up to the context) and `llmserve batch` (16).
+engine::GenerationRequest generation_request(const OpenAiRequest& r, std::vector<int32_t> prompt,
+                                             int32_t max_tokens);
 
 }  // namespace llms::server
