@@ -11,6 +11,7 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -87,7 +88,9 @@ engine::GenerationRequest parse_line(json line, const gguf::GgufFile& file,
       throw Error(Error::Kind::kInvalidArgument,
                   "prompt_token_ids: give prompt or prompt_token_ids, not both");
     }
-    if (!ids->is_array()) {
+    const bool flat = ids->is_array() && std::none_of(ids->begin(), ids->end(),
+                                                      [](const json& v) { return v.is_array(); });
+    if (!flat) {  // one prompt per line: a list of lists would be several
       throw Error(Error::Kind::kInvalidArgument, "prompt_token_ids: must be a list of token ids");
     }
     json moved = std::move(*ids);

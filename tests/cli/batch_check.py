@@ -29,6 +29,7 @@ bad = [
     ({"id": "temp", "prompt": "x", "temperature": 1e40}, "temperature:"),
     ({"id": "list", "prompt": ["a", "b"]}, "prompt: one prompt per line"),
     ({"id": "both", "prompt": "x", "prompt_token_ids": [1]}, "not both"),
+    ({"id": "nested", "prompt_token_ids": [[1, 2], [3]]}, "prompt_token_ids: must be a list"),
     ({"id": "none", "max_tokens": 3}, "prompt: is required"),
     ({"id": "stops", "prompt": "x", "stop": ["a", "b", "c", "d", "e"]}, "stop: at most 4"),
     ({"id": "bias", "prompt": "x", "logit_bias": {"1": 500}}, "logit_bias"),
