@@ -317,6 +317,10 @@ int run_bench(const BenchOptions& o) {
   return n_ok_total > 0 ? 0 : 1;
 }
 
+// The largest prompt or output length, prompt count or group size the client accepts: a mistyped
+// value (2e9 tokens) would otherwise build prompts until memory runs out instead of refusing.
+constexpr int64_t kMaxBenchCount = int64_t{1} << 20;
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, int& exit_code) {
@@ -334,30 +338,31 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--dataset", o->dataset, "random, shared-prefix or jsonl")->capture_default_str();
   cmd->add_option("--input-len", o->input_len, "random: mean prompt length in tokens")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, kMaxBenchCount));
   cmd->add_option("--output-len", o->output_len,
                   "Tokens to ask for (max_tokens); jsonl: default when a line names none")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, kMaxBenchCount));
   cmd->add_option("--range-ratio", o->range_ratio,
                   "random: lengths uniform in [len*(1-r), len*(1+r)]")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 0.999));
   cmd->add_option("--prefix-groups", o->prefix_groups, "shared-prefix: number of prefixes")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, kMaxBenchCount));
   cmd->add_option("--prefix-questions", o->prefix_questions, "shared-prefix: questions per prefix")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, kMaxBenchCount));
   cmd->add_option("--prefix-len", o->prefix_len, "shared-prefix: prefix tokens")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, kMaxBenchCount));
   cmd->add_option("--question-len", o->question_len, "shared-prefix: question tokens")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, kMaxBenchCount));
   cmd->add_option("--jsonl", o->jsonl, "jsonl: file of {\"prompt\"} or {\"messages\"} lines");
   cmd->add_option("--num-prompts", o->num_prompts,
-                  "Distinct prompts to build (default: one per request of every level)");
+                  "Distinct prompts to build (default: one per request of every level)")
+      ->check(CLI::Range(int64_t{1}, kMaxBenchCount));
   cmd->add_option("--tokenizer", o->tokenizer,
                   "Prompt lengths: auto (/tokenize if served, else word list), server, words")
       ->capture_default_str();
