@@ -67,8 +67,6 @@ struct LineResult {
   bool done = false;
 };
 
-// Samples per line: the engine's own cap (Engine::validate), larger than the server's default.
-constexpr int32_t kMaxSamplesPerLine = 128;
 // max_tokens when a line gives none (vLLM's SamplingParams default).
 constexpr int32_t kDefaultMaxTokens = 16;
 
@@ -82,8 +80,9 @@ engine::GenerationRequest parse_line(json line, const gguf::GgufFile& file,
     throw Error(Error::Kind::kInvalidArgument, "each line must be a JSON object");
   }
   // vLLM's offline name for a prompt given as token ids: the completions prompt's id form.
-  const bool ids_given = line.contains("prompt_token_ids");
-  if (auto ids = line.find("prompt_token_ids"); ids != line.end()) {
+  const auto ids = line.find("prompt_token_ids");
+  const bool ids_given = ids != line.end();
+  if (ids_given) {
     if (line.contains("prompt")) {
       throw Error(Error::Kind::kInvalidArgument,
                   "prompt_token_ids: give prompt or prompt_token_ids, not both");
@@ -100,7 +99,7 @@ engine::GenerationRequest parse_line(json line, const gguf::GgufFile& file,
   const bool chat = line.contains("messages");
   server::ParseLimits limits;
   limits.n_vocab = tok.n_vocab();
-  limits.max_n = kMaxSamplesPerLine;
+  limits.max_n = engine::kMaxSamplesPerRequest;  // the engine's cap, above the server's
   server::OpenAiRequest r;
   try {
     r = chat ? server::parse_chat_request(line, limits)

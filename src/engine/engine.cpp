@@ -377,8 +377,9 @@ void Engine::validate(const GenerationRequest& request) const {
   if (request.max_tokens < 1) {
     throw Error(Error::Kind::kInvalidArgument, "max_tokens: must be >= 1");
   }
-  if (request.n < 1 || request.n > 128) {
-    throw Error(Error::Kind::kInvalidArgument, "n: must be in [1, 128]");
+  if (request.n < 1 || request.n > kMaxSamplesPerRequest) {
+    throw Error(Error::Kind::kInvalidArgument,
+                fmt::format("n: must be in [1, {}]", kMaxSamplesPerRequest));
   }
   for (int32_t id : request.stop_token_ids) {
     if (id < 0 || id >= e.model.n_vocab()) {

@@ -26,6 +26,7 @@
 namespace llms::engine {
 
 inline constexpr int32_t kMaxNumSeqs = 16384;
+inline constexpr int32_t kMaxSamplesPerRequest = 128;  // GenerationRequest::n
 inline constexpr int32_t kMaxNumBatchedTokens = 1 << 20;
 
 struct EngineConfig {
