@@ -13,9 +13,16 @@
 // The GEMV (q45k_gemv_tile, q6k_gemv_tile) takes up to 4 weight rows per pass (2 are used: 4 were
 // faster in cache but slower from memory on short rows, 1536 columns) and reduces their sums into
 // the lanes of one xmm, so the f32 step runs once per pass. The GEMMs have their own tiles
-// (q6k_gemm_tile, q45k_gemm_tile: 1 weight row x 32 activation rows against interleaved ActQ8Kx8
-// groups, no horizontal sums), with the GEMV's integers and final f32 operations, so a GEMM row
-// equals the GEMV of that row bit for bit.
+// (q6k_gemm_tile, q45k_gemm_tile: 8 weight rows x 32 activation rows against interleaved
+// ActQ8Kx8 groups, no horizontal sums), with the GEMV's integers and final f32 operations, so a
+// GEMM row equals the GEMV of that row bit for bit.
+//
+// A GEMM tile walks the super-blocks in its outer loop and its weight rows in the inner one: a
+// super-block of 32 activation rows is 9 KiB, so the rows after the first find it in L1. One row
+// per tile read every activation byte from L2 once per weight row, 256 bytes per 256
+// multiply-adds, and that bound the tiles (Zen 3, one thread, in cache: Q4_K 1536 x 1536 at
+// m = 512 135 -> 157 GFLOP/s with 8 rows, Q6_K 8960 x 1536 at m = 32 and 2 threads 240 -> 296;
+// 16 rows gave no more; docs/PERF.md).
 #include <cstring>
 
 #include "kquant_unpack_avx2.h"
@@ -184,94 +191,83 @@ constexpr int kGemvRows = 2;
 
 // ---- Q6_K GEMM against interleaved activations (ActQ8Kx8) ----
 //
-// Tile: R weight rows x NG groups of 8 activation rows. Per super-block each weight row is
-// unpacked once to 256 unsigned bytes (0..63) on the stack, with its 16 sub-block scales as
-// broadcast int16 vectors. Per group of 8 activation rows and sub-block k (16 values = 4-byte
-// groups 4k..4k+3): one vpmaddubsw per 4-byte group multiplies the broadcast weight bytes with
-// the same 4 positions of the 8 rows (lanes = rows); two such results are summed in int16
-// (2 * 2 * 63 * 128 < 2^15), then vpmaddwd by sc_k gives int32. The -32 offset is
-// 32 * sum_k sc_k * bsums_k, 8 vpmaddwd on interleaved bsum pairs. The integer per (row,
-// activation row, super-block) is the GEMV's exactly, and the f32 step is the same fma.
-constexpr int kQ6GemmRows = 1;
+// Tile: R weight rows x NG groups of 8 activation rows, the rows one after another within each
+// super-block (see the top). Per super-block a weight row is unpacked once to 256 unsigned bytes
+// (0..63) on the stack, with its 16 sub-block scales as broadcast int16 vectors. Per group of 8
+// activation rows and sub-block k (16 values = 4-byte groups 4k..4k+3): one vpmaddubsw per 4-byte
+// group multiplies the broadcast weight bytes with the same 4 positions of the 8 rows (lanes =
+// rows); two such results are summed in int16 (2 * 2 * 63 * 128 < 2^15), then vpmaddwd by sc_k
+// gives int32. The -32 offset is 32 * sum_k sc_k * bsums_k, 8 vpmaddwd on interleaved bsum pairs.
+// The integer per (row, activation row, super-block) is the GEMV's exactly, and the f32 step is the
+// same fma.
+constexpr int kQ6GemmRows = 8;  // weight rows per GEMM tile, both families
+constexpr int kQ45GemmRows = 8;
 constexpr int kGemmGroups = 4;
 
 template <int R, int NG>
 void q6k_gemm_tile(const Tile& t) {
   const int64_t n_blocks = t.n_cols / quant::kQK_K;
   const size_t group_stride = 8 * t.a_stride;
-  __m256 acc[R][NG];
-  for (int r = 0; r < R; ++r) {
-    for (int g = 0; g < NG; ++g) acc[r][g] = _mm256_setzero_ps();
-  }
-  alignas(32) uint8_t w[R][quant::kQK_K];
-  alignas(32) int16_t sc[R][16][16];      // sc[r][k] = sub-block k's scale in all 16 lanes
-  alignas(32) int16_t sc_pair[R][8][16];  // (sc[2p], sc[2p+1]) repeated
+  alignas(32) float acc[R][NG][8] = {};
+  alignas(32) uint8_t w[quant::kQK_K];
+  alignas(32) int16_t sc[16][16];      // sc[k] = sub-block k's scale in all 16 lanes
+  alignas(32) int16_t sc_pair[8][16];  // (sc[2p], sc[2p+1]) repeated
   for (int64_t b = 0; b < n_blocks; ++b) {
-    __m256 dw[R];
+    const ActQ8Kx8* a[NG];
+    for (int g = 0; g < NG; ++g)
+      a[g] = reinterpret_cast<const ActQ8Kx8*>(t.a + g * group_stride) + b;
+#pragma GCC unroll 1
     for (int r = 0; r < R; ++r) {
       const uint8_t* block = t.w + r * t.w_stride + b * Q6K::kBytes;
       Q6K::Prep prep;
       Q6K::prepare(block, &prep);
-      unpack_super_block<Q6K>(prep, w[r]);
+      unpack_super_block<Q6K>(prep, w);
       const auto* scales = reinterpret_cast<const int8_t*>(block + 192);
       for (int k = 0; k < 16; ++k) {
-        _mm256_store_si256(reinterpret_cast<__m256i*>(sc[r][k]), _mm256_set1_epi16(scales[k]));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(sc[k]), _mm256_set1_epi16(scales[k]));
       }
       for (int p = 0; p < 8; ++p) {
-        _mm256_store_si256(reinterpret_cast<__m256i*>(sc_pair[r][p]), q6k_scale_pair(scales, p));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(sc_pair[p]), q6k_scale_pair(scales, p));
       }
-      dw[r] = _mm256_set1_ps(prep.d);
-    }
-    const ActQ8Kx8* a[NG];
-    __m256i isum[R][NG];
-    for (int g = 0; g < NG; ++g) {
-      a[g] = reinterpret_cast<const ActQ8Kx8*>(t.a + g * group_stride) + b;
-      for (int r = 0; r < R; ++r) isum[r][g] = _mm256_setzero_si256();
-    }
-    for (int k = 0; k < 16; ++k) {
-      __m256i wb[R][4];
-      __m256i scale[R];
-      for (int r = 0; r < R; ++r) {
-        for (int u = 0; u < 4; ++u) wb[r][u] = broadcast_u32(w[r] + 16 * k + 4 * u);
-        scale[r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc[r][k]));
+      const __m256 dw = _mm256_set1_ps(prep.d);
+      __m256i isum[NG];
+      for (int g = 0; g < NG; ++g) isum[g] = _mm256_setzero_si256();
+      for (int k = 0; k < 16; ++k) {
+        __m256i wb[4];
+        for (int u = 0; u < 4; ++u) wb[u] = broadcast_u32(w + 16 * k + 4 * u);
+        const __m256i scale = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc[k]));
+        for (int g = 0; g < NG; ++g) {
+          const __m256i* ag = reinterpret_cast<const __m256i*>(a[g]->qs[4 * k]);
+          const __m256i s0 =
+              _mm256_add_epi16(_mm256_maddubs_epi16(wb[0], _mm256_load_si256(ag)),
+                               _mm256_maddubs_epi16(wb[1], _mm256_load_si256(ag + 1)));
+          const __m256i s1 =
+              _mm256_add_epi16(_mm256_maddubs_epi16(wb[2], _mm256_load_si256(ag + 2)),
+                               _mm256_maddubs_epi16(wb[3], _mm256_load_si256(ag + 3)));
+          isum[g] = _mm256_add_epi32(isum[g], _mm256_add_epi32(_mm256_madd_epi16(s0, scale),
+                                                               _mm256_madd_epi16(s1, scale)));
+        }
       }
       for (int g = 0; g < NG; ++g) {
-        const __m256i* ag = reinterpret_cast<const __m256i*>(a[g]->qs[4 * k]);
-        const __m256i a0 = _mm256_load_si256(ag);
-        const __m256i a1 = _mm256_load_si256(ag + 1);
-        const __m256i a2 = _mm256_load_si256(ag + 2);
-        const __m256i a3 = _mm256_load_si256(ag + 3);
-        for (int r = 0; r < R; ++r) {
-          const __m256i s0 = _mm256_add_epi16(_mm256_maddubs_epi16(wb[r][0], a0),
-                                              _mm256_maddubs_epi16(wb[r][1], a1));
-          const __m256i s1 = _mm256_add_epi16(_mm256_maddubs_epi16(wb[r][2], a2),
-                                              _mm256_maddubs_epi16(wb[r][3], a3));
-          isum[r][g] = _mm256_add_epi32(
-              isum[r][g],
-              _mm256_add_epi32(_mm256_madd_epi16(s0, scale[r]), _mm256_madd_epi16(s1, scale[r])));
+        __m256i offset = _mm256_setzero_si256();
+        for (int p = 0; p < 8; ++p) {
+          const __m256i bs = _mm256_load_si256(reinterpret_cast<const __m256i*>(a[g]->bsums[p]));
+          offset = _mm256_add_epi32(
+              offset, _mm256_madd_epi16(
+                          bs, _mm256_load_si256(reinterpret_cast<const __m256i*>(sc_pair[p]))));
         }
-      }
-    }
-    for (int g = 0; g < NG; ++g) {
-      __m256i offset[R];
-      for (int r = 0; r < R; ++r) offset[r] = _mm256_setzero_si256();
-      for (int p = 0; p < 8; ++p) {
-        const __m256i bs = _mm256_load_si256(reinterpret_cast<const __m256i*>(a[g]->bsums[p]));
-        for (int r = 0; r < R; ++r) {
-          offset[r] = _mm256_add_epi32(
-              offset[r],
-              _mm256_madd_epi16(
-                  bs, _mm256_load_si256(reinterpret_cast<const __m256i*>(sc_pair[r][p]))));
-        }
-      }
-      const __m256 da = _mm256_load_ps(a[g]->d);
-      for (int r = 0; r < R; ++r) {
-        const __m256i sumi = _mm256_sub_epi32(isum[r][g], _mm256_slli_epi32(offset[r], 5));
-        acc[r][g] = _mm256_fmadd_ps(_mm256_mul_ps(dw[r], da), _mm256_cvtepi32_ps(sumi), acc[r][g]);
+        const __m256 da = _mm256_load_ps(a[g]->d);
+        const __m256i sumi = _mm256_sub_epi32(isum[g], _mm256_slli_epi32(offset, 5));
+        _mm256_store_ps(acc[r][g], _mm256_fmadd_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi),
+                                                   _mm256_load_ps(acc[r][g])));
       }
     }
   }
-  for (int r = 0; r < R; ++r) store_row_groups(acc[r], t.n_a, t.y + r, t.y_stride);
+  for (int r = 0; r < R; ++r) {
+    __m256 out[NG];
+    for (int g = 0; g < NG; ++g) out[g] = _mm256_load_ps(acc[r][g]);
+    store_row_groups(out, t.n_a, t.y + r, t.y_stride);
+  }
 }
 
 void q6k_gemm(const Tile& t) {
@@ -281,77 +277,87 @@ void q6k_gemm(const Tile& t) {
 
 // ---- Q4_K / Q5_K GEMM against interleaved activations (ActQ8Kx8) ----
 //
-// Tile: 1 weight row x NG groups of 8 activation rows, as q6k_gemm_tile. Per super-block the
-// row is unpacked once to 256 unsigned bytes (0..15 / 0..31) on the stack. Per sub-block j (32
-// values = 4-byte groups 8j..8j+7) the 8 broadcast weight groups stay in registers for the NG
-// activation groups; vpmaddubsw products are summed in int16 (Q4_K: all 8, 8 * 2 * 15 * 128 <
-// 2^15; Q5_K: 4 at a time, 4 * 2 * 31 * 128 < 2^15), then vpmaddwd by scale_j gives int32. The
-// min term is sum_j min_j * (bsums[2j] + bsums[2j+1]): one vpmaddwd per j on the interleaved
+// Tile: R weight rows x NG groups of 8 activation rows, walked as q6k_gemm_tile's. Per
+// super-block a row is unpacked once to 256 unsigned bytes (0..15 / 0..31) on the stack. Per
+// sub-block j (32 values = 4-byte groups 8j..8j+7) the 8 broadcast weight groups stay in registers
+// for the NG activation groups; vpmaddubsw products are summed in int16 (Q4_K: all 8, 8 * 2 * 15 *
+// 128 < 2^15; Q5_K: 4 at a time, 4 * 2 * 31 * 128 < 2^15), then vpmaddwd by scale_j gives int32.
+// The min term is sum_j min_j * (bsums[2j] + bsums[2j+1]): one vpmaddwd per j on the interleaved
 // bsum pair against (min_j, min_j). Integers and the f32 step are the GEMV's (q45k_gemv_tile).
-template <bool kFiveBit, int NG>
+template <bool kFiveBit, int R, int NG>
 void q45k_gemm_tile(const Tile& t) {
   using F = Q45K<kFiveBit>;
   constexpr int kSum16 = kFiveBit ? 4 : 8;
   const int64_t n_blocks = t.n_cols / quant::kQK_K;
   const size_t group_stride = 8 * t.a_stride;
-  __m256 acc[NG];
-  for (int g = 0; g < NG; ++g) acc[g] = _mm256_setzero_ps();
+  alignas(32) float acc[R][NG][8] = {};
   alignas(32) uint8_t w[quant::kQK_K];
   const __m256 sign_bit = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < n_blocks; ++b) {
-    const uint8_t* block = t.w + b * F::kBytes;
-    typename F::Prep prep;
-    F::prepare(block, &prep);
-    unpack_super_block<F>(prep, w);
     const ActQ8Kx8* a[NG];
-    __m256i isum[NG];
-    __m256i summ[NG];
     for (int g = 0; g < NG; ++g) {
       a[g] = reinterpret_cast<const ActQ8Kx8*>(t.a + g * group_stride) + b;
-      isum[g] = _mm256_setzero_si256();
-      summ[g] = _mm256_setzero_si256();
     }
-    for (int j = 0; j < 8; ++j) {
-      __m256i wb[8];
-      for (int u = 0; u < 8; ++u) wb[u] = broadcast_u32(w + 32 * j + 4 * u);
-      const __m256i scale = _mm256_set1_epi16(prep.sm.scale[j]);
+#pragma GCC unroll 1
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* block = t.w + r * t.w_stride + b * F::kBytes;
+      typename F::Prep prep;
+      F::prepare(block, &prep);
+      unpack_super_block<F>(prep, w);
+      __m256i isum[NG];
+      __m256i summ[NG];
       for (int g = 0; g < NG; ++g) {
-        const auto* ag = reinterpret_cast<const __m256i*>(a[g]->qs[8 * j]);
-        for (int u0 = 0; u0 < 8; u0 += kSum16) {
-          __m256i s16 = _mm256_maddubs_epi16(wb[u0], _mm256_load_si256(ag + u0));
-          for (int u = u0 + 1; u < u0 + kSum16; ++u) {
-            s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(wb[u], _mm256_load_si256(ag + u)));
+        isum[g] = _mm256_setzero_si256();
+        summ[g] = _mm256_setzero_si256();
+      }
+      for (int j = 0; j < 8; ++j) {
+        __m256i wb[8];
+        for (int u = 0; u < 8; ++u) wb[u] = broadcast_u32(w + 32 * j + 4 * u);
+        const __m256i scale = _mm256_set1_epi16(prep.sm.scale[j]);
+        for (int g = 0; g < NG; ++g) {
+          const auto* ag = reinterpret_cast<const __m256i*>(a[g]->qs[8 * j]);
+          for (int u0 = 0; u0 < 8; u0 += kSum16) {
+            __m256i s16 = _mm256_maddubs_epi16(wb[u0], _mm256_load_si256(ag + u0));
+            for (int u = u0 + 1; u < u0 + kSum16; ++u) {
+              s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(wb[u], _mm256_load_si256(ag + u)));
+            }
+            isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(s16, scale));
           }
-          isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(s16, scale));
         }
       }
-    }
-    // The min terms in a loop of their own: inside the one above they spilled its accumulators.
-    for (int j = 0; j < 8; ++j) {
-      const __m256i min = _mm256_set1_epi16(prep.sm.min[j]);
+      // The min terms in a loop of their own: inside the one above they spilled its accumulators.
+      for (int j = 0; j < 8; ++j) {
+        const __m256i min = _mm256_set1_epi16(prep.sm.min[j]);
+        for (int g = 0; g < NG; ++g) {
+          const __m256i bs = _mm256_load_si256(reinterpret_cast<const __m256i*>(a[g]->bsums[j]));
+          summ[g] = _mm256_add_epi32(summ[g], _mm256_madd_epi16(bs, min));
+        }
+      }
+      const __m256 d = _mm256_set1_ps(prep.d);
+      const __m256 dmin = _mm256_set1_ps(prep.dmin);
       for (int g = 0; g < NG; ++g) {
-        const __m256i bs = _mm256_load_si256(reinterpret_cast<const __m256i*>(a[g]->bsums[j]));
-        summ[g] = _mm256_add_epi32(summ[g], _mm256_madd_epi16(bs, min));
+        const __m256 da = _mm256_load_ps(a[g]->d);
+        // acc + fma(d * da, sumi, -((dmin * da) * summ)), as q45k_gemv_tile.
+        const __m256 m = _mm256_xor_ps(
+            _mm256_mul_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(summ[g])), sign_bit);
+        _mm256_store_ps(acc[r][g], _mm256_add_ps(_mm256_load_ps(acc[r][g]),
+                                                 _mm256_fmadd_ps(_mm256_mul_ps(d, da),
+                                                                 _mm256_cvtepi32_ps(isum[g]), m)));
       }
     }
-    const __m256 d = _mm256_set1_ps(prep.d);
-    const __m256 dmin = _mm256_set1_ps(prep.dmin);
-    for (int g = 0; g < NG; ++g) {
-      const __m256 da = _mm256_load_ps(a[g]->d);
-      // acc + fma(d * da, sumi, -((dmin * da) * summ)), as q45k_gemv_tile.
-      const __m256 m = _mm256_xor_ps(
-          _mm256_mul_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(summ[g])), sign_bit);
-      acc[g] = _mm256_add_ps(acc[g],
-                             _mm256_fmadd_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(isum[g]), m));
-    }
   }
-  store_row_groups(acc, t.n_a, t.y, t.y_stride);
+  for (int r = 0; r < R; ++r) {
+    __m256 out[NG];
+    for (int g = 0; g < NG; ++g) out[g] = _mm256_load_ps(acc[r][g]);
+    store_row_groups(out, t.n_a, t.y + r, t.y_stride);
+  }
 }
 
 template <bool kFiveBit>
 void q45k_gemm(const Tile& t) {
-  dispatch_tile<1, kGemmGroups, 8>(
-      t, [&t](auto, auto g) { q45k_gemm_tile<kFiveBit, decltype(g)::value>(t); });
+  dispatch_tile<kQ45GemmRows, kGemmGroups, 8>(t, [&t](auto r, auto g) {
+    q45k_gemm_tile<kFiveBit, decltype(r)::value, decltype(g)::value>(t);
+  });
 }
 
 // Short rows (Qwen2.5-1.5B's 1536-column projections) go row by row: see kGemvRowByRowMaxCols.
@@ -371,9 +377,9 @@ void q6k_gemv(const Tile& t) {
   dispatch_tile<kGemvRows, 1>(t, [&t](auto r, auto) { q6k_gemv_tile<decltype(r)::value>(t); });
 }
 
-constexpr Kernel kQ4_K{ActKind::kQ8Kx8, kGemvRows,         1,
+constexpr Kernel kQ4_K{ActKind::kQ8Kx8, kGemvRows,         kQ45GemmRows,
                        8 * kGemmGroups, &q45k_gemv<false>, &q45k_gemm<false>};
-constexpr Kernel kQ5_K{ActKind::kQ8Kx8, kGemvRows,        1,
+constexpr Kernel kQ5_K{ActKind::kQ8Kx8, kGemvRows,        kQ45GemmRows,
                        8 * kGemmGroups, &q45k_gemv<true>, &q45k_gemm<true>};
 constexpr Kernel kQ6_K{ActKind::kQ8Kx8, kGemvRows, kQ6GemmRows,
                        8 * kGemmGroups, &q6k_gemv, &q6k_gemm};

@@ -266,8 +266,8 @@ TEST_P(MatmulConformance, ThreadCountDoesNotChangeResults) {
 // matches the scalar kernel. m = 45 spans a full 32-row tile (the AVX2 GEMMs of Q4_0, Q5_0, Q8_0,
 // Q4_K, Q5_K, Q6_K) plus partial groups, m = 77 two full tiles and a group of 5 rows (and for
 // F32/F16/BF16 one full 48-row tile and a partial one); n_rows = 13 leaves partial weight tiles
-// (the 4-row GEMV tiles); 768 columns = 3 K-quant super-blocks, 24 blocks of 32. The float GEMM's
-// own edges are covered by MatmulFloatGemm below.
+// (the 4-row GEMV tiles, the 8-row K-quant GEMM tiles); 768 columns = 3 K-quant super-blocks, 24
+// blocks of 32. The float GEMM's own edges are covered by MatmulFloatGemm below.
 TEST_P(MatmulConformance, GemmRowsEqualGemvOnRandomBlocks) {
   const auto [tc, isa] = GetParam();
   LLMS_SKIP_UNLESS_ISA(isa);
