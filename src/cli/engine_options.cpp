@@ -12,10 +12,14 @@ engine::EngineConfig EngineOptions::to_config() const {
   c.block_size = block_size;
   if (!kv_cache_memory.empty()) {
     auto bytes = parse_byte_size(kv_cache_memory);
-    if (!bytes || *bytes == 0 || *bytes > (uint64_t{1} << 46)) {
+    if (!bytes) {
       throw Error(
           Error::Kind::kInvalidArgument,
           fmt::format("--kv-cache-memory: '{}' is not a byte size such as 2GiB", kv_cache_memory));
+    }
+    if (*bytes == 0 || *bytes > (uint64_t{1} << 46)) {
+      throw Error(Error::Kind::kInvalidArgument,
+                  fmt::format("--kv-cache-memory: '{}' is outside [1 B, 64TiB]", kv_cache_memory));
     }
     c.kv_cache_memory = static_cast<int64_t>(*bytes);
   }

@@ -185,13 +185,23 @@ int32_t Engine::Impl::pool_blocks(const EngineConfig& cfg) const {
   const int64_t per_block = static_cast<int64_t>(
       model::KvStorage::bytes_per_block(model.config(), cfg.block_size, cfg.kv_cache_dtype));
   int64_t budget = cfg.kv_cache_memory;
+  // The pool's pages are touched as sequences grow, so a pool larger than the memory left would
+  // be accepted here and end, under load, with the kernel's OOM killer taking the server and
+  // every request in it: refuse it while nothing runs yet.
+  const int64_t available = available_memory_bytes();
+  if (budget > 0 && available > 0 && budget > available) {
+    throw Error(Error::Kind::kInvalidArgument,
+                fmt::format("kv cache memory {:.2f} GiB (--kv-cache-memory) exceeds the {:.2f} GiB "
+                            "of memory available (MemAvailable in /proc/meminfo, model loaded)",
+                            static_cast<double>(budget) / (1 << 30),
+                            static_cast<double>(available) / (1 << 30)));
+  }
   if (budget <= 0) {
     if (cfg.kv_memory_fraction <= 0.0 || cfg.kv_memory_fraction > 0.95) {
       throw Error(Error::Kind::kInvalidArgument, "kv memory fraction must be in (0, 0.95]");
     }
-    int64_t available = available_memory_bytes();
-    if (available <= 0) available = int64_t{4} << 30;
-    budget = static_cast<int64_t>(static_cast<double>(available) * cfg.kv_memory_fraction);
+    budget = static_cast<int64_t>(
+        static_cast<double>(available > 0 ? available : int64_t{4} << 30) * cfg.kv_memory_fraction);
     // No point holding more than max_num_seqs full-length sequences.
     const int64_t blocks_per_seq =
         (cfg.scheduler.max_model_len + cfg.block_size - 1) / cfg.block_size;

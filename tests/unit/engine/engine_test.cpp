@@ -328,6 +328,10 @@ TEST_F(EngineTest, RefusesBadConfigNamingTheFlag) {
   c = config(8, kMaxNumBatchedTokens + 1);
   expect_error(c, "max_num_batched_tokens");
   c = config(8);
+  c.n_kv_blocks = 0;
+  c.kv_cache_memory = int64_t{1} << 46;  // 64 TiB: more than any test machine has free
+  expect_error(c, "exceeds the");
+  c = config(8);
   c.scheduler.max_model_len = 2048;  // exactly the model's: accepted
   Engine e(*file_, *tok_, c);
   EXPECT_EQ(e.max_model_len(), 2048);
