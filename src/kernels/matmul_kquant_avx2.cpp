@@ -200,8 +200,7 @@ constexpr int kGemvRows = 2;
 // gives int32. The -32 offset is 32 * sum_k sc_k * bsums_k, 8 vpmaddwd on interleaved bsum pairs.
 // The integer per (row, activation row, super-block) is the GEMV's exactly, and the f32 step is the
 // same fma.
-constexpr int kQ6GemmRows = 8;  // weight rows per GEMM tile, both families
-constexpr int kQ45GemmRows = 8;
+constexpr int kGemmRows = 8;  // weight rows per GEMM tile, Q6_K and Q4_K/Q5_K (see the top)
 constexpr int kGemmGroups = 4;
 
 template <int R, int NG>
@@ -271,7 +270,7 @@ void q6k_gemm_tile(const Tile& t) {
 }
 
 void q6k_gemm(const Tile& t) {
-  dispatch_tile<kQ6GemmRows, kGemmGroups, 8>(
+  dispatch_tile<kGemmRows, kGemmGroups, 8>(
       t, [&t](auto r, auto g) { q6k_gemm_tile<decltype(r)::value, decltype(g)::value>(t); });
 }
 
@@ -355,7 +354,7 @@ void q45k_gemm_tile(const Tile& t) {
 
 template <bool kFiveBit>
 void q45k_gemm(const Tile& t) {
-  dispatch_tile<kQ45GemmRows, kGemmGroups, 8>(t, [&t](auto r, auto g) {
+  dispatch_tile<kGemmRows, kGemmGroups, 8>(t, [&t](auto r, auto g) {
     q45k_gemm_tile<kFiveBit, decltype(r)::value, decltype(g)::value>(t);
   });
 }
@@ -377,11 +376,11 @@ void q6k_gemv(const Tile& t) {
   dispatch_tile<kGemvRows, 1>(t, [&t](auto r, auto) { q6k_gemv_tile<decltype(r)::value>(t); });
 }
 
-constexpr Kernel kQ4_K{ActKind::kQ8Kx8, kGemvRows,         kQ45GemmRows,
+constexpr Kernel kQ4_K{ActKind::kQ8Kx8, kGemvRows,         kGemmRows,
                        8 * kGemmGroups, &q45k_gemv<false>, &q45k_gemm<false>};
-constexpr Kernel kQ5_K{ActKind::kQ8Kx8, kGemvRows,        kQ45GemmRows,
+constexpr Kernel kQ5_K{ActKind::kQ8Kx8, kGemvRows,        kGemmRows,
                        8 * kGemmGroups, &q45k_gemv<true>, &q45k_gemm<true>};
-constexpr Kernel kQ6_K{ActKind::kQ8Kx8, kGemvRows, kQ6GemmRows,
+constexpr Kernel kQ6_K{ActKind::kQ8Kx8, kGemvRows, kGemmRows,
                        8 * kGemmGroups, &q6k_gemv, &q6k_gemm};
 
 }  // namespace
