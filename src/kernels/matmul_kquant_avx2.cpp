@@ -213,8 +213,11 @@ void q6k_gemm_tile(const Tile& t) {
   alignas(32) int16_t sc_pair[8][16];  // (sc[2p], sc[2p+1]) repeated
   for (int64_t b = 0; b < n_blocks; ++b) {
     const ActQ8Kx8* a[NG];
-    for (int g = 0; g < NG; ++g)
+    for (int g = 0; g < NG; ++g) {
       a[g] = reinterpret_cast<const ActQ8Kx8*>(t.a + g * group_stride) + b;
+    }
+    // Rows one at a time (not unrolled), so only one row's isum/summ need registers; acc waits
+    // in L1 between super-blocks.
 #pragma GCC unroll 1
     for (int r = 0; r < R; ++r) {
       const uint8_t* block = t.w + r * t.w_stride + b * Q6K::kBytes;
@@ -262,11 +265,7 @@ void q6k_gemm_tile(const Tile& t) {
       }
     }
   }
-  for (int r = 0; r < R; ++r) {
-    __m256 out[NG];
-    for (int g = 0; g < NG; ++g) out[g] = _mm256_load_ps(acc[r][g]);
-    store_row_groups(out, t.n_a, t.y + r, t.y_stride);
-  }
+  for (int r = 0; r < R; ++r) store_row_groups(acc[r], t.n_a, t.y + r, t.y_stride);
 }
 
 void q6k_gemm(const Tile& t) {
@@ -297,6 +296,8 @@ void q45k_gemm_tile(const Tile& t) {
     for (int g = 0; g < NG; ++g) {
       a[g] = reinterpret_cast<const ActQ8Kx8*>(t.a + g * group_stride) + b;
     }
+    // Rows one at a time (not unrolled), so only one row's isum/summ need registers; acc waits
+    // in L1 between super-blocks.
 #pragma GCC unroll 1
     for (int r = 0; r < R; ++r) {
       const uint8_t* block = t.w + r * t.w_stride + b * F::kBytes;
@@ -345,11 +346,7 @@ void q45k_gemm_tile(const Tile& t) {
       }
     }
   }
-  for (int r = 0; r < R; ++r) {
-    __m256 out[NG];
-    for (int g = 0; g < NG; ++g) out[g] = _mm256_load_ps(acc[r][g]);
-    store_row_groups(out, t.n_a, t.y + r, t.y_stride);
-  }
+  for (int r = 0; r < R; ++r) store_row_groups(acc[r], t.n_a, t.y + r, t.y_stride);
 }
 
 template <bool kFiveBit>

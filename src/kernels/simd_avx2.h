@@ -47,6 +47,15 @@ inline void store_row_groups(const __m256 (&acc)[NG], int n_a, float* y, int64_t
   }
 }
 
+// The same for accumulators kept in memory (tiles whose rows do not all fit in registers).
+template <int NG>
+inline void store_row_groups(const float (&acc)[NG][8], int n_a, float* y, int64_t y_stride) {
+  for (int g = 0; g < NG; ++g) {
+    const int n = n_a - 8 * g < 8 ? n_a - 8 * g : 8;
+    for (int i = 0; i < n; ++i) y[(8 * g + i) * y_stride] = acc[g][i];
+  }
+}
+
 inline int hsum_i32(__m128i v) {
   v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
   v = _mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1)));
