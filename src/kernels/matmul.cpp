@@ -47,6 +47,9 @@ const Kernel* find_kernel(const QuantMatrix& w, Isa isa) {
                                                : nullptr;
     return kernel != nullptr ? kernel : detail::find_grouped_scalar(type);
   }
+  if (w.layout == WeightLayout::kRowPairs) {
+    return isa >= Isa::kAvx2 ? detail::find_pairs_avx2(type) : detail::find_pairs_scalar(type);
+  }
   const Kernel* kernel = nullptr;
   if (isa == Isa::kAvx512) kernel = detail::find_kernel_avx512(type);
   if (kernel == nullptr && isa >= Isa::kAvx2) kernel = detail::find_kernel_avx2(type);
@@ -152,6 +155,19 @@ void validate(const QuantMatrix& w, const float* x, int64_t m, int64_t x_stride,
   if (grouped && w.row_bytes != *row) {
     invalid("row_bytes " + std::to_string(w.row_bytes) + " of a row-group matrix must be " +
             std::to_string(*row));
+  }
+  if (w.layout == WeightLayout::kRowPairs) {
+    if (detail::find_pairs_scalar(w.type) == nullptr) {
+      throw Error(Error::Kind::kUnsupported,
+                  "matmul: weight type " + type_name + " has no row-pair layout");
+    }
+    if (w.row_bytes != *row) {
+      invalid("row_bytes " + std::to_string(w.row_bytes) + " of a row-pair matrix must be " +
+              std::to_string(*row));
+    }
+    if (w.n_rows % 2 != 0) {
+      invalid("a row-pair matrix has an odd number of rows (" + std::to_string(w.n_rows) + ")");
+    }
   }
   if (m == 0 || w.n_rows == 0) return;
   if (w.n_cols > 0 && (w.data == nullptr || x == nullptr)) invalid("null weight or input data");

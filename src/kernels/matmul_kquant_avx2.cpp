@@ -12,10 +12,12 @@
 //
 // The GEMV (q45k_gemv_tile, q6k_gemv_tile) takes up to 4 weight rows per pass (2 are used: 4 were
 // faster in cache but slower from memory on short rows, 1536 columns) and reduces their sums into
-// the lanes of one xmm, so the f32 step runs once per pass. The GEMMs have their own tiles
-// (q6k_gemm_tile, q45k_gemm_tile: 8 weight rows x 32 activation rows against interleaved
-// ActQ8Kx8 groups, no horizontal sums), with the GEMV's integers and final f32 operations, so a
-// GEMM row equals the GEMV of that row bit for bit.
+// the lanes of one xmm, so the f32 step runs once per pass. Short rows go one at a time in the
+// row layout (kGemvRowByRowMaxCols); Q4_K/Q5_K matrices repacked into row pairs
+// (kernels/row_pairs.h) take the 2-row pass over one address-ordered stream instead. The GEMMs have
+// their own tiles (q6k_gemm_tile, q45k_gemm_tile: 8 weight rows x 32 activation rows against
+// interleaved ActQ8Kx8 groups, no horizontal sums), with the GEMV's integers and final f32
+// operations, so a GEMM row equals the GEMV of that row bit for bit.
 //
 // A GEMM tile walks the super-blocks in its outer loop and its weight rows in the inner one: a
 // super-block of 32 activation rows is 9 KiB, so the rows after the first find it in L1. One row
@@ -94,27 +96,50 @@ inline __m256 load_d_pairs(const uint8_t* block, size_t stride) {
                          _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)));
 }
 
-template <bool kFiveBit, int R>
+// Block b of row r of a tile: in the row layout, or (kPairs) where kernels/row_pairs.h puts it,
+// the super-blocks of each row pair alternating (a tile starts at a pair).
+template <bool kPairs>
+inline const uint8_t* row_block(const Tile& t, int r, int64_t b, size_t block_bytes) {
+  if constexpr (kPairs) {
+    return t.w + static_cast<size_t>(r & ~1) * t.w_stride +
+           static_cast<size_t>(2 * b + (r & 1)) * block_bytes;
+  }
+  return t.w + static_cast<size_t>(r) * t.w_stride + static_cast<size_t>(b) * block_bytes;
+}
+
+// How far ahead (bytes, address order) the GEMV over a row pair prefetches its one stream: the
+// pair's 2 super-blocks a step, 2 KiB ahead (2-4 KiB measured alike; none or the row layout's
+// next-rows prefetch streamed slower from memory: docs/PERF.md).
+constexpr size_t kPairPrefetchBytes = 2048;
+
+// kPairs: the rows are a pair in the row-pair layout (R <= 2), read as one stream.
+template <bool kFiveBit, int R, bool kPairs = false>
 void q45k_gemv_tile(const Tile& t) {
+  static_assert(!kPairs || R <= 2);
   using F = Q45K<kFiveBit>;
   const int64_t n_blocks = t.n_cols / quant::kQK_K;
   const auto* act = reinterpret_cast<const ActQ8K*>(t.a);
   const __m128 sign_bit = _mm_set1_ps(-0.0f);
+  const size_t row_step = kPairs ? F::kBytes : t.w_stride;  // row r's block at block0 + r * step
   __m128 acc = _mm_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const ActQ8K& a = act[b];
-    const uint8_t* block0 = t.w + b * F::kBytes;
+    const uint8_t* block0 = row_block<kPairs>(t, 0, b, F::kBytes);
     const __m128i group_sums = act_group_sums(a);
     __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
     __m128i m0 = _mm_setzero_si128(), m1 = m0, m2 = m0, m3 = m0;
-    for (int r = 0; r < R; ++r) prefetch(block0 + (r + R) * t.w_stride, F::kBytes);
+    if constexpr (kPairs) {
+      prefetch(block0 + kPairPrefetchBytes, 2 * F::kBytes);
+    } else {
+      for (int r = 0; r < R; ++r) prefetch(block0 + (r + R) * t.w_stride, F::kBytes);
+    }
     s0 = q45k_block<kFiveBit>(block0, a, group_sums, &m0);
-    if constexpr (R > 1) s1 = q45k_block<kFiveBit>(block0 + t.w_stride, a, group_sums, &m1);
-    if constexpr (R > 2) s2 = q45k_block<kFiveBit>(block0 + 2 * t.w_stride, a, group_sums, &m2);
-    if constexpr (R > 3) s3 = q45k_block<kFiveBit>(block0 + 3 * t.w_stride, a, group_sums, &m3);
+    if constexpr (R > 1) s1 = q45k_block<kFiveBit>(block0 + row_step, a, group_sums, &m1);
+    if constexpr (R > 2) s2 = q45k_block<kFiveBit>(block0 + 2 * row_step, a, group_sums, &m2);
+    if constexpr (R > 3) s3 = q45k_block<kFiveBit>(block0 + 3 * row_step, a, group_sums, &m3);
     const __m128i sumi = reduce4(s0, s1, s2, s3);
     const __m128i summ = _mm_hadd_epi32(_mm_hadd_epi32(m0, m1), _mm_hadd_epi32(m2, m3));
-    const __m256 dd = load_d_pairs<R>(block0, t.w_stride);
+    const __m256 dd = load_d_pairs<R>(block0, row_step);
     const __m128 da = _mm_set1_ps(a.d);
     // Lane by lane Q45K's acc + fma(d * da, sumi, -((dmin * da) * summ)).
     const __m128 m = _mm_xor_ps(
@@ -282,7 +307,7 @@ void q6k_gemm(const Tile& t) {
 // 128 < 2^15; Q5_K: 4 at a time, 4 * 2 * 31 * 128 < 2^15), then vpmaddwd by scale_j gives int32.
 // The min term is sum_j min_j * (bsums[2j] + bsums[2j+1]): one vpmaddwd per j on the interleaved
 // bsum pair against (min_j, min_j). Integers and the f32 step are the GEMV's (q45k_gemv_tile).
-template <bool kFiveBit, int R, int NG>
+template <bool kFiveBit, int R, int NG, bool kPairs>
 void q45k_gemm_tile(const Tile& t) {
   using F = Q45K<kFiveBit>;
   constexpr int kSum16 = kFiveBit ? 4 : 8;
@@ -300,7 +325,7 @@ void q45k_gemm_tile(const Tile& t) {
     // in L1 between super-blocks.
 #pragma GCC unroll 1
     for (int r = 0; r < R; ++r) {
-      const uint8_t* block = t.w + r * t.w_stride + b * F::kBytes;
+      const uint8_t* block = row_block<kPairs>(t, r, b, F::kBytes);
       typename F::Prep prep;
       F::prepare(block, &prep);
       unpack_super_block<F>(prep, w);
@@ -349,10 +374,10 @@ void q45k_gemm_tile(const Tile& t) {
   for (int r = 0; r < R; ++r) store_row_groups(acc[r], t.n_a, t.y + r, t.y_stride);
 }
 
-template <bool kFiveBit>
+template <bool kFiveBit, bool kPairs = false>
 void q45k_gemm(const Tile& t) {
   dispatch_tile<kGemmRows, kGemmGroups, 8>(t, [&t](auto r, auto g) {
-    q45k_gemm_tile<kFiveBit, decltype(r)::value, decltype(g)::value>(t);
+    q45k_gemm_tile<kFiveBit, decltype(r)::value, decltype(g)::value, kPairs>(t);
   });
 }
 
@@ -364,6 +389,13 @@ void q45k_gemv(const Tile& t) {
   }
   dispatch_tile<kGemvRows, 1>(
       t, [&t](auto r, auto) { q45k_gemv_tile<kFiveBit, decltype(r)::value>(t); });
+}
+
+// A tile of the row-pair layout is one pair (the GEMV's tile height is 2).
+template <bool kFiveBit>
+void q45k_pairs_gemv(const Tile& t) {
+  dispatch_tile<2, 1>(
+      t, [&t](auto r, auto) { q45k_gemv_tile<kFiveBit, decltype(r)::value, true>(t); });
 }
 
 void q6k_gemv(const Tile& t) {
@@ -380,7 +412,24 @@ constexpr Kernel kQ5_K{ActKind::kQ8Kx8, kGemvRows,        kGemmRows,
 constexpr Kernel kQ6_K{ActKind::kQ8Kx8, kGemvRows, kGemmRows,
                        8 * kGemmGroups, &q6k_gemv, &q6k_gemm};
 
+constexpr Kernel kPairsQ4_K{
+    ActKind::kQ8Kx8,        2, kGemmRows, 8 * kGemmGroups, &q45k_pairs_gemv<false>,
+    &q45k_gemm<false, true>};
+constexpr Kernel kPairsQ5_K{
+    ActKind::kQ8Kx8, 2, kGemmRows, 8 * kGemmGroups, &q45k_pairs_gemv<true>, &q45k_gemm<true, true>};
+
 }  // namespace
+
+const Kernel* find_pairs_avx2(gguf::GgmlType type) {
+  switch (type) {
+    case gguf::GgmlType::kQ4_K:
+      return &kPairsQ4_K;
+    case gguf::GgmlType::kQ5_K:
+      return &kPairsQ5_K;
+    default:
+      return nullptr;
+  }
+}
 
 const Kernel* find_kquant_avx2(gguf::GgmlType type) {
   switch (type) {

@@ -204,6 +204,29 @@ constexpr Kernel make_grouped() {
       act, kGroupRows, kGroupRows, 1, &grouped_tile<kDot, kType>, &grouped_tile<kDot, kType>};
 }
 
+// A row pair (WeightLayout::kRowPairs, kernels/row_pairs.h): each row's super-blocks are read
+// where the pair put them and summed in the row tile's order with kDot's expression.
+template <DotFn kDot, size_t kBlock>
+void pairs_tile(const Tile& t) {
+  const int64_t n_blocks = t.n_cols / kQK_K;
+  for (int i = 0; i < t.n_a; ++i) {
+    const uint8_t* a = t.a + i * t.a_stride;
+    for (int r = 0; r < t.n_w; ++r) {
+      const uint8_t* first = t.w + (r & ~1) * t.w_stride + (r & 1) * kBlock;
+      float sum = 0.0f;
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        sum += kDot(first + 2 * b * kBlock, a + b * sizeof(ActQ8K), kQK_K);
+      }
+      t.y[i * t.y_stride + r] = sum;
+    }
+  }
+}
+
+template <DotFn kDot, size_t kBlock>
+constexpr Kernel make_pairs() {
+  return Kernel{ActKind::kQ8K, 2, 2, 4, &pairs_tile<kDot, kBlock>, &pairs_tile<kDot, kBlock>};
+}
+
 constexpr Kernel kQ4_0 = make<&dot_legacy<quant::BlockQ4_0, 8, false>>(ActKind::kQ8);
 constexpr Kernel kQ4_1 = make<&dot_legacy<quant::BlockQ4_1, 0, true>>(ActKind::kQ8);
 constexpr Kernel kQ5_0 = make<&dot_legacy<quant::BlockQ5_0, 16, false>>(ActKind::kQ8);
@@ -222,6 +245,8 @@ constexpr Kernel kGroupedQ5_0 =
 constexpr Kernel kGroupedQ8_0 = make_grouped<&dot_q8_0, gguf::GgmlType::kQ8_0>();
 constexpr Kernel kGroupedQ4_K = make_grouped<&dot_q45_k<quant::BlockQ4_K>, gguf::GgmlType::kQ4_K>();
 constexpr Kernel kGroupedQ6_K = make_grouped<&dot_q6_k, gguf::GgmlType::kQ6_K>();
+constexpr Kernel kPairsQ4_K = make_pairs<&dot_q45_k<quant::BlockQ4_K>, sizeof(quant::BlockQ4_K)>();
+constexpr Kernel kPairsQ5_K = make_pairs<&dot_q45_k<quant::BlockQ5_K>, sizeof(quant::BlockQ5_K)>();
 
 }  // namespace
 
@@ -267,6 +292,17 @@ const Kernel* find_grouped_scalar(gguf::GgmlType type) {
       return &kGroupedQ4_K;
     case gguf::GgmlType::kQ6_K:
       return &kGroupedQ6_K;
+    default:
+      return nullptr;
+  }
+}
+
+const Kernel* find_pairs_scalar(gguf::GgmlType type) {
+  switch (type) {
+    case gguf::GgmlType::kQ4_K:
+      return &kPairsQ4_K;
+    case gguf::GgmlType::kQ5_K:
+      return &kPairsQ5_K;
     default:
       return nullptr;
   }

@@ -48,7 +48,7 @@ size_t grouped_bytes(const QuantMatrix& w) {
 QuantMatrix group_rows(const QuantMatrix& w, void* dst, ThreadPool* pool) {
   const std::string type_name(gguf::ggml_type_name(w.type));
   if (!group_rows_supported(w.type)) invalid("type " + type_name + " has no row-group layout");
-  if (w.layout != WeightLayout::kRows) invalid("the matrix is already in row groups");
+  if (w.layout != WeightLayout::kRows) invalid("the matrix is not in the row layout");
   const int64_t block_values = detail::grouped_type_block_values(w.type);
   if (w.n_rows < 0 || w.n_cols < 0 || w.n_cols % block_values != 0) {
     invalid("shape " + std::to_string(w.n_rows) + " x " + std::to_string(w.n_cols) +

@@ -8,6 +8,7 @@
 #include "attention.h"
 #include "kernels/ops.h"
 #include "kernels/row_groups.h"
+#include "kernels/row_pairs.h"
 #include "quant/quant.h"
 #include "util/error.h"
 
@@ -55,27 +56,34 @@ Transformer::Transformer(const gguf::GgufFile& file, int n_threads, WeightMode m
 
 // Every matrix a decode step streams moves once into one arena on huge pages
 // (util/huge_page_buffer.h): with 4 KiB pages of the file's map each 4 KiB of a GEMV's stream
-// is a new TLB entry. Those whose kernels run faster in 16-row groups on this CPU
-// (kernels/row_groups.h: Q4_0, Q5_0, Q8_0, Q4_K, Q6_K on AVX-512) are repacked on the way, with the
-// same values; the others are copied as they are. The embedding table stays in the map (a
-// token's lookup reads one row), so a tied output gets its own copy.
+// is a new TLB entry. Those whose kernels run faster in another layout on this CPU are
+// repacked on the way, with the same values: into 16-row groups (kernels/row_groups.h: Q4_0,
+// Q5_0, Q8_0, Q4_K, Q6_K on AVX-512; Q4_0, Q5_0, Q8_0 on AVX2) or into row pairs
+// (kernels/row_pairs.h: short-row Q4_K, Q5_K on AVX2); the others are copied as they are. The
+// embedding table stays in the map (a token's lookup reads one row), so a tied output gets its
+// own copy.
 void Transformer::place_weights() {
   const kernels::Isa isa = kernels::best_isa();
+  enum class Repack { kCopy, kGroup, kPair };
   struct Move {
     kernels::QuantMatrix* matrix;
-    bool group;
+    Repack repack;
     size_t bytes;
   };
   std::vector<Move> moves;
   auto consider = [&](kernels::QuantMatrix& m) {
     if (m.layout != kernels::WeightLayout::kRows || m.n_rows == 0) return;
     if (kernels::group_rows_pays(m.type, isa)) {
-      moves.push_back({&m, true, kernels::grouped_bytes(m)});
+      moves.push_back({&m, Repack::kGroup, kernels::grouped_bytes(m)});
+      return;
+    }
+    if (kernels::pair_rows_pays(m, isa)) {
+      moves.push_back({&m, Repack::kPair, kernels::paired_bytes(m)});
       return;
     }
     const auto row = gguf::ggml_row_bytes(m.type, static_cast<uint64_t>(m.n_cols));
     if (!row) return;  // not whole blocks: the matmul refuses it with its own message
-    moves.push_back({&m, false, static_cast<size_t>(m.n_rows - 1) * m.row_bytes + *row});
+    moves.push_back({&m, Repack::kCopy, static_cast<size_t>(m.n_rows - 1) * m.row_bytes + *row});
   };
   consider(weights_.output);
   for (auto& l : weights_.layers) {
@@ -89,8 +97,10 @@ void Transformer::place_weights() {
   uint8_t* dst = placed_weights_.data();
   for (const Move& mv : moves) {
     kernels::QuantMatrix& m = *mv.matrix;
-    if (mv.group) {
+    if (mv.repack == Repack::kGroup) {
       m = kernels::group_rows(m, dst, &pool_);
+    } else if (mv.repack == Repack::kPair) {
+      m = kernels::pair_rows(m, dst, &pool_);
     } else {
       const uint8_t* src = static_cast<const uint8_t*>(m.data);
       pool_.parallel_for(static_cast<int64_t>(mv.bytes), [&](int64_t begin, int64_t end, int) {

@@ -18,6 +18,7 @@
 
 #include "kernel_test_util.h"
 #include "kernels/row_groups.h"
+#include "kernels/row_pairs.h"
 #include "quant/float_convert.h"
 #include "quant/quant.h"
 #include "util/error.h"
@@ -536,6 +537,31 @@ TEST_P(MatmulRowGroups, EqualTheRowLayout) {
   EXPECT_EQ(n_cases, 3 * 6 * 19);
 }
 
+// matmul_many over `matrices` (a layer's q/k/v-like targets, of any layouts) gives each target
+// what matmul gives it, GEMV and GEMM (m = 1, 5).
+void expect_fused_equal_single_calls(const std::vector<QuantMatrix>& matrices, int64_t n_cols,
+                                     Isa isa, std::mt19937_64& rng) {
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  const size_t n = matrices.size();
+  for (int64_t m : {1, 5}) {
+    const std::vector<float> x = gaussian(rng, static_cast<size_t>(m * n_cols));
+    std::vector<std::vector<float>> fused(n), single(n);
+    std::vector<MatmulTarget> targets;
+    for (size_t j = 0; j < n; ++j) {
+      fused[j].assign(static_cast<size_t>(m * matrices[j].n_rows), 0.0f);
+      single[j] = fused[j];
+      targets.push_back({matrices[j], fused[j].data(), matrices[j].n_rows});
+    }
+    matmul_many(targets, x.data(), m, n_cols, pool, scratch, isa);
+    for (size_t j = 0; j < n; ++j) {
+      matmul(matrices[j], x.data(), m, n_cols, single[j].data(), matrices[j].n_rows, pool, scratch,
+             isa);
+      EXPECT_EQ(fused[j], single[j]) << "target " << j << ", m " << m;
+    }
+  }
+}
+
 // matmul_many over grouped q/k/v-like targets, plus one in the row layout (whose GEMM may read
 // interleaved activation groups where the grouped kernels read rows), gives each target what
 // matmul gives it.
@@ -553,24 +579,7 @@ TEST_P(MatmulRowGroups, FusedTargetsEqualSingleCalls) {
     grouped.push_back(group_rows(weights.back().matrix, stores.back().data()));
   }
   grouped.push_back(weights[0].matrix);
-  ThreadPool pool(2);
-  MatmulScratch scratch;
-  for (int64_t m : {1, 5}) {
-    const std::vector<float> x = gaussian(rng, static_cast<size_t>(m * n_cols));
-    std::vector<std::vector<float>> fused(4), single(4);
-    std::vector<MatmulTarget> targets;
-    for (size_t j = 0; j < 4; ++j) {
-      fused[j].assign(static_cast<size_t>(m * grouped[j].n_rows), 0.0f);
-      single[j] = fused[j];
-      targets.push_back({grouped[j], fused[j].data(), grouped[j].n_rows});
-    }
-    matmul_many(targets, x.data(), m, n_cols, pool, scratch, isa);
-    for (size_t j = 0; j < 4; ++j) {
-      matmul(grouped[j], x.data(), m, n_cols, single[j].data(), grouped[j].n_rows, pool, scratch,
-             isa);
-      EXPECT_EQ(fused[j], single[j]) << "target " << j << ", m " << m;
-    }
-  }
+  expect_fused_equal_single_calls(grouped, n_cols, isa, rng);
 }
 
 INSTANTIATE_TEST_SUITE_P(GroupedTypes, MatmulRowGroups,
@@ -605,6 +614,108 @@ TEST(MatmulRowGroups, RefusesWhatHasNoLayout) {
   QuantMatrix k_grouped = k.matrix;
   k_grouped.layout = WeightLayout::kRowGroups16;
   EXPECT_THROW(matmul(k_grouped, x.data(), 1, 256, y.data(), 16, pool, scratch), Error);
+}
+
+// Row pairs (kernels/row_pairs.h): a paired matrix gives bit for bit what the row layout gives
+// with the AVX2 kernels (on AVX2 and AVX-512 CPUs) or the scalar ones, GEMV and GEMM at every
+// tile height (m = 1..17, 20, 33: the 8-row activation groups, partial and whole, and a split
+// over threads), with 2 to 34 rows (whole and partial 8-row GEMM tiles); the source rows are
+// padded for some shapes, and nothing outside y's n_rows columns is written.
+class MatmulRowPairs : public ::testing::TestWithParam<std::tuple<GgmlType, Isa>> {};
+
+TEST_P(MatmulRowPairs, EqualTheRowLayout) {
+  const auto [type, isa] = GetParam();
+  LLMS_SKIP_UNLESS_ISA(isa);
+  const Isa row_isa = isa == Isa::kScalar ? Isa::kScalar : Isa::kAvx2;
+  int n_cases = 0;
+  for (int64_t n_cols : {256, 768, 1536}) {
+    for (int64_t n_rows : {2, 6, 16, 18, 34}) {
+      auto rng = rng_for(static_cast<uint64_t>(type) * 151 + static_cast<uint64_t>(n_cols) * 5 +
+                         static_cast<uint64_t>(n_rows));
+      const Weights w = make_weights(type, n_rows, n_cols, n_rows % 4 == 2 ? 7 : 0, rng);
+      std::vector<uint8_t> store(paired_bytes(w.matrix) + 1);
+      const QuantMatrix paired = pair_rows(w.matrix, store.data() + 1);
+      ASSERT_EQ(paired.layout, WeightLayout::kRowPairs);
+      for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 20, 33}) {
+        SCOPED_TRACE("n_cols " + std::to_string(n_cols) + ", n_rows " + std::to_string(n_rows) +
+                     ", m " + std::to_string(m));
+        const int64_t x_stride = n_cols + (m % 2 == 1 ? 3 : 0);
+        const std::vector<float> x = gaussian(rng, static_cast<size_t>(m * x_stride));
+        const int n_threads = 1 + static_cast<int>(m % 2);
+        const std::vector<float> got = run_matmul(paired, x, m, x_stride, isa, n_threads);
+        ASSERT_EQ(got, run_matmul(w.matrix, x, m, x_stride, row_isa, n_threads));
+        ++n_cases;
+      }
+    }
+  }
+  EXPECT_EQ(n_cases, 3 * 5 * 19);
+}
+
+// matmul_many over paired q/k/v-like targets and one in the row layout gives each target what
+// matmul gives it (the fused pass starts every matrix's tiles at a pair).
+TEST_P(MatmulRowPairs, FusedTargetsEqualSingleCalls) {
+  const auto [type, isa] = GetParam();
+  LLMS_SKIP_UNLESS_ISA(isa);
+  auto rng = rng_for(static_cast<uint64_t>(type) * 983);
+  const int64_t n_cols = 1536;
+  std::vector<Weights> weights;
+  std::vector<std::vector<uint8_t>> stores;
+  std::vector<QuantMatrix> matrices;
+  for (int64_t n_rows : {64, 2, 30}) {
+    weights.push_back(make_weights(type, n_rows, n_cols, 0, rng));
+    stores.emplace_back(paired_bytes(weights.back().matrix));
+    matrices.push_back(pair_rows(weights.back().matrix, stores.back().data()));
+  }
+  matrices.push_back(weights[0].matrix);
+  expect_fused_equal_single_calls(matrices, n_cols, isa, rng);
+}
+
+INSTANTIATE_TEST_SUITE_P(PairedTypes, MatmulRowPairs,
+                         ::testing::Combine(::testing::Values(GgmlType::kQ4_K, GgmlType::kQ5_K),
+                                            ::testing::ValuesIn(testing::all_isas())),
+                         type_isa_case_name);
+
+TEST(MatmulRowPairs, PaysForShortQ4KAndQ5KRowsOnAvx2Only) {
+  auto rng = rng_for(13);
+  const bool avx2 = isa_supported(Isa::kAvx2);
+  const Weights q4k = make_weights(GgmlType::kQ4_K, 4, 1536, 0, rng);
+  EXPECT_EQ(pair_rows_pays(q4k.matrix, Isa::kAvx2), avx2);
+  EXPECT_FALSE(pair_rows_pays(q4k.matrix, Isa::kScalar));
+  EXPECT_FALSE(pair_rows_pays(q4k.matrix, Isa::kAvx512));
+  EXPECT_EQ(pair_rows_pays(make_weights(GgmlType::kQ5_K, 2, 256, 0, rng).matrix, Isa::kAvx2), avx2);
+  // Long rows, an odd number of rows and other types keep the row layout.
+  EXPECT_FALSE(pair_rows_pays(make_weights(GgmlType::kQ4_K, 2, 1792, 0, rng).matrix, Isa::kAvx2));
+  EXPECT_FALSE(pair_rows_pays(make_weights(GgmlType::kQ4_K, 3, 256, 0, rng).matrix, Isa::kAvx2));
+  EXPECT_FALSE(pair_rows_pays(make_weights(GgmlType::kQ6_K, 2, 256, 0, rng).matrix, Isa::kAvx2));
+  EXPECT_FALSE(pair_rows_pays(make_weights(GgmlType::kQ8_0, 2, 256, 0, rng).matrix, Isa::kAvx2));
+}
+
+TEST(MatmulRowPairs, RefusesWhatHasNoLayout) {
+  auto rng = rng_for(17);
+  std::vector<uint8_t> store(8 * 1536);
+  const Weights q6k = make_weights(GgmlType::kQ6_K, 2, 256, 0, rng);
+  EXPECT_THROW(pair_rows(q6k.matrix, store.data()), Error);
+  const Weights odd = make_weights(GgmlType::kQ4_K, 3, 256, 0, rng);
+  EXPECT_THROW(pair_rows(odd.matrix, store.data()), Error);
+  const Weights q4k = make_weights(GgmlType::kQ4_K, 4, 256, 0, rng);
+  const QuantMatrix paired = pair_rows(q4k.matrix, store.data());
+  EXPECT_THROW(pair_rows(paired, store.data()), Error);  // already paired
+  EXPECT_THROW(group_rows(paired, store.data()), Error);
+  // A paired matrix must have exact row bytes, an even number of rows and a type with the
+  // layout.
+  ThreadPool pool(1);
+  MatmulScratch scratch;
+  std::vector<float> x(256, 1.0f), y(4);
+  QuantMatrix padded = paired;
+  padded.row_bytes += 2;
+  EXPECT_THROW(matmul(padded, x.data(), 1, 256, y.data(), 4, pool, scratch), Error);
+  QuantMatrix three = paired;
+  three.n_rows = 3;
+  EXPECT_THROW(matmul(three, x.data(), 1, 256, y.data(), 4, pool, scratch), Error);
+  QuantMatrix q6k_paired = q6k.matrix;
+  q6k_paired.layout = WeightLayout::kRowPairs;
+  EXPECT_THROW(matmul(q6k_paired, x.data(), 1, 256, y.data(), 2, pool, scratch), Error);
+  EXPECT_NO_THROW(matmul(paired, x.data(), 1, 256, y.data(), 4, pool, scratch));
 }
 
 }  // namespace

@@ -14,7 +14,9 @@
 //     output matrix (Q8_0 151936 x 896, Qwen2.5's tied embedding) at m = 32 (batched decode);
 //   - LLMS_KERNEL_TIMING_TYPES=Q4_K,Q6_K (GGML type names) times only those types' GEMVs;
 //   - GemvGrouped and GemmGrouped: the same GEMVs and GEMMs on the 16-row-group layout that the
-//     loader repacks Q4_0/Q5_0/Q8_0/Q4_K/Q6_K into where group_rows_pays, per ISA.
+//     loader repacks Q4_0/Q5_0/Q8_0/Q4_K/Q6_K into where group_rows_pays, per ISA;
+//   - GemvPairs: the GEMVs on the row-pair layout (short Q4_K/Q5_K rows on AVX2) where
+//     pair_rows_pays.
 #include <gtest/gtest.h>
 #include <immintrin.h>
 
@@ -31,6 +33,7 @@
 #include "kernel_test_util.h"
 #include "kernels/matmul.h"
 #include "kernels/row_groups.h"
+#include "kernels/row_pairs.h"
 #include "quant/quant.h"
 #include "util/huge_page_buffer.h"
 
@@ -165,8 +168,11 @@ bool type_selected(GgmlType type) {
   return list.find("," + std::string(gguf::ggml_type_name(type)) + ",") != std::string::npos;
 }
 
-// The GEMVs of the decode shapes, on the row layout or (grouped) on the 16-row groups.
-void time_gemvs(bool grouped) {
+// The GEMVs of the decode shapes in one layout: the rows, the 16-row groups or the row pairs (each
+// where the loader would repack into it).
+void time_gemvs(WeightLayout target) {
+  const bool grouped = target == WeightLayout::kRowGroups16;
+  const bool paired = target == WeightLayout::kRowPairs;
   const std::vector<double>& bandwidth = read_bandwidth();
   std::vector<std::pair<GgmlType, Shape>> cases;
   for (GgmlType type : kTypes) {
@@ -184,9 +190,15 @@ void time_gemvs(bool grouped) {
     size_t row_bytes = 0;
     std::vector<uint8_t> one = random_matrix(type, shape, &row_bytes);
     QuantMatrix layout{type, nullptr, shape.n_rows, shape.n_cols, row_bytes};
+    const QuantMatrix rows{type, one.data(), shape.n_rows, shape.n_cols, row_bytes};
+    if (paired) {
+      if (!pair_rows_pays(rows, Isa::kAvx2)) continue;
+      std::vector<uint8_t> store(paired_bytes(rows));
+      layout = pair_rows(rows, store.data());
+      one.swap(store);
+    }
     if (grouped) {
       if (!group_rows_supported(type)) continue;
-      const QuantMatrix rows{type, one.data(), shape.n_rows, shape.n_cols, row_bytes};
       std::vector<uint8_t> store(grouped_bytes(rows));
       layout = group_rows(rows, store.data());
       one.swap(store);
@@ -203,7 +215,10 @@ void time_gemvs(bool grouped) {
     const std::vector<float> x = testing::gaussian(rng, static_cast<size_t>(shape.n_cols));
     std::vector<float> y(static_cast<size_t>(shape.n_rows));
     for (Isa isa : testing::all_isas()) {
-      if (!isa_supported(isa) || (grouped && !group_rows_pays(type, isa))) continue;
+      if (!isa_supported(isa) || (grouped && !group_rows_pays(type, isa)) ||
+          (paired && !pair_rows_pays(rows, isa))) {
+        continue;
+      }
       for (int threads = 1; threads <= thread_counts_max(); ++threads) {
         ThreadPool pool(threads);
         MatmulScratch scratch;
@@ -221,10 +236,12 @@ void time_gemvs(bool grouped) {
             "\"threads\": %d, \"n_rows\": %lld, \"n_cols\": %lld, \"weight_bytes\": %zu, "
             "\"us_per_call\": %.2f, "
             "\"gb_per_s\": %.2f, \"ratio_to_read_bw\": %.3f}\n",
-            grouped ? "row_groups16" : "rows", std::string(gguf::ggml_type_name(type)).c_str(),
-            std::string(isa_name(isa)).c_str(), threads, static_cast<long long>(shape.n_rows),
-            static_cast<long long>(shape.n_cols), one.size(), seconds * 1e6, gbps,
-            gbps / bandwidth[static_cast<size_t>(threads)]);
+            grouped  ? "row_groups16"
+            : paired ? "row_pairs"
+                     : "rows",
+            std::string(gguf::ggml_type_name(type)).c_str(), std::string(isa_name(isa)).c_str(),
+            threads, static_cast<long long>(shape.n_rows), static_cast<long long>(shape.n_cols),
+            one.size(), seconds * 1e6, gbps, gbps / bandwidth[static_cast<size_t>(threads)]);
       }
     }
   }
@@ -232,12 +249,17 @@ void time_gemvs(bool grouped) {
 
 TEST(KernelTiming, Gemv) {
   if (!timing_enabled()) GTEST_SKIP() << "set LLMS_KERNEL_TIMING=1 to time";
-  time_gemvs(/*grouped=*/false);
+  time_gemvs(WeightLayout::kRows);
 }
 
 TEST(KernelTiming, GemvGrouped) {
   if (!timing_enabled()) GTEST_SKIP() << "set LLMS_KERNEL_TIMING=1 to time";
-  time_gemvs(/*grouped=*/true);
+  time_gemvs(WeightLayout::kRowGroups16);
+}
+
+TEST(KernelTiming, GemvPairs) {
+  if (!timing_enabled()) GTEST_SKIP() << "set LLMS_KERNEL_TIMING=1 to time";
+  time_gemvs(WeightLayout::kRowPairs);
 }
 
 // Times every GEMM of `types` on the 0.5B shapes at m = 32 and 512 and prints one JSON line

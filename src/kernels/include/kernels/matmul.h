@@ -3,8 +3,8 @@
 // Contract:
 //   - W has n_rows rows of n_cols values; in the row layout (WeightLayout::kRows) row r starts
 //     at data + r * row_bytes and is stored as whole blocks of `type` (a GGUF tensor with ne[0] =
-//     n_cols, ne[1] = n_rows); kRowGroups16 is described in kernels/row_groups.h. Blocks need no
-//     alignment.
+//     n_cols, ne[1] = n_rows); kRowGroups16 is described in kernels/row_groups.h, kRowPairs in
+//     kernels/row_pairs.h. Blocks need no alignment.
 //   - matmul computes y[i * y_stride + r] = sum_c W[r][c] * x[i * x_stride + c] for i < m and
 //     r < n_rows, over the whole of y's rows (other entries of y are not touched).
 //   - For the quantized types the activations are first quantized (once per call, into the
@@ -34,15 +34,17 @@
 namespace llms::kernels {
 
 // How a matrix's blocks are laid out: kRows as in the GGUF file (above), kRowGroups16 repacked
-// into groups of 16 interleaved rows (kernels/row_groups.h; Q4_0, Q5_0, Q8_0, Q4_K only).
-enum class WeightLayout { kRows, kRowGroups16 };
+// into groups of 16 interleaved rows (kernels/row_groups.h; Q4_0, Q5_0, Q8_0, Q4_K, Q6_K),
+// kRowPairs with the super-blocks of each row pair alternating (kernels/row_pairs.h; Q4_K,
+// Q5_K).
+enum class WeightLayout { kRows, kRowGroups16, kRowPairs };
 
 struct QuantMatrix {
   gguf::GgmlType type = gguf::GgmlType::kF32;
   const void* data = nullptr;
   int64_t n_rows = 0;
   int64_t n_cols = 0;
-  size_t row_bytes = 0;  // >= the bytes of n_cols values of `type` (== for kRowGroups16)
+  size_t row_bytes = 0;  // >= the bytes of n_cols values of `type` (== for the repacked layouts)
   WeightLayout layout = WeightLayout::kRows;
 };
 
