@@ -86,7 +86,7 @@ inline void dispatch_tile(const Tile& t, Run&& run) {
 // weights cycled through 512 MiB; docs/PERF.md): Q8_0 151936 x 896 12.4 -> 15.3 GB/s, Q4_K
 // 8960 x 1536 13.0-14.5 -> 15.3-16.1, Q6_K 8960 x 1536 13.6-14.1 -> 18.5-18.7. Long rows keep
 // the multi-row tile, which shares per-block work between rows (Q6_K 1536 x 8960: 20.6-22.8 vs
-// 18.3-19.2 row by row). On AVX2, short Q4_K/Q5_K matrices are repacked into row pairs
+// 18.3-19.2 row by row). On AVX2, short K-quant matrices are repacked into row pairs
 // (kernels/row_pairs.h), which give the 2-row tile one stream in address order.
 constexpr int64_t kGemvRowByRowMaxCols = 1536;
 
@@ -136,7 +136,7 @@ const Kernel* find_grouped_avx512(gguf::GgmlType type);
 
 // Kernels for matrices in row pairs (WeightLayout::kRowPairs, kernels/row_pairs.h): tiles of an
 // even number of rows starting at a pair (the driver starts tiles at multiples of their height,
-// and every height here is even). Q4_K and Q5_K; nullptr otherwise.
+// and every height here is even). Q4_K, Q5_K and Q6_K; nullptr otherwise.
 const Kernel* find_pairs_scalar(gguf::GgmlType type);
 const Kernel* find_pairs_avx2(gguf::GgmlType type);
 

@@ -13,7 +13,7 @@
 // The GEMV (q45k_gemv_tile, q6k_gemv_tile) takes up to 4 weight rows per pass (2 are used: 4 were
 // faster in cache but slower from memory on short rows, 1536 columns) and reduces their sums into
 // the lanes of one xmm, so the f32 step runs once per pass. Short rows go one at a time in the
-// row layout (kGemvRowByRowMaxCols); Q4_K/Q5_K matrices repacked into row pairs
+// row layout (kGemvRowByRowMaxCols); matrices repacked into row pairs
 // (kernels/row_pairs.h) take the 2-row pass over one address-ordered stream instead. The GEMMs have
 // their own tiles (q6k_gemm_tile, q45k_gemm_tile: 8 weight rows x 32 activation rows against
 // interleaved ActQ8Kx8 groups, no horizontal sums), with the GEMV's integers and final f32
@@ -186,23 +186,30 @@ inline __m256i q6k_block(const uint8_t* block, const ActQ8K& a) {
   return _mm256_sub_epi32(sum, _mm256_slli_epi32(offset, 5));
 }
 
-template <int R>
+// kPairs: as q45k_gemv_tile's.
+template <int R, bool kPairs = false>
 void q6k_gemv_tile(const Tile& t) {
+  static_assert(!kPairs || R <= 2);
   const int64_t n_blocks = t.n_cols / quant::kQK_K;
   const auto* act = reinterpret_cast<const ActQ8K*>(t.a);
+  const size_t row_step = kPairs ? Q6K::kBytes : t.w_stride;
   __m128 acc = _mm_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const ActQ8K& a = act[b];
-    const uint8_t* block0 = t.w + b * Q6K::kBytes;
-    for (int r = 0; r < R; ++r) prefetch(block0 + (r + R) * t.w_stride, Q6K::kBytes);
+    const uint8_t* block0 = row_block<kPairs>(t, 0, b, Q6K::kBytes);
+    if constexpr (kPairs) {
+      prefetch(block0 + kPairPrefetchBytes, 2 * Q6K::kBytes);
+    } else {
+      for (int r = 0; r < R; ++r) prefetch(block0 + (r + R) * t.w_stride, Q6K::kBytes);
+    }
     const __m256i zero = _mm256_setzero_si256();
     const __m256i s0 = q6k_block(block0, a);
-    const __m256i s1 = R > 1 ? q6k_block(block0 + t.w_stride, a) : zero;
-    const __m256i s2 = R > 2 ? q6k_block(block0 + 2 * t.w_stride, a) : zero;
-    const __m256i s3 = R > 3 ? q6k_block(block0 + 3 * t.w_stride, a) : zero;
+    const __m256i s1 = R > 1 ? q6k_block(block0 + row_step, a) : zero;
+    const __m256i s2 = R > 2 ? q6k_block(block0 + 2 * row_step, a) : zero;
+    const __m256i s3 = R > 3 ? q6k_block(block0 + 3 * row_step, a) : zero;
     const __m128i sumi = reduce4(s0, s1, s2, s3);
     int16_t dh[4] = {0, 0, 0, 0};
-    for (int r = 0; r < R; ++r) std::memcpy(&dh[r], block0 + r * t.w_stride + 208, 2);
+    for (int r = 0; r < R; ++r) std::memcpy(&dh[r], block0 + r * row_step + 208, 2);
     const __m128 d = _mm_cvtph_ps(_mm_setr_epi16(dh[0], dh[1], dh[2], dh[3], 0, 0, 0, 0));
     // Lane by lane Q6_K's fma(d * da, sumi, acc), q6k_gemm_tile's expression.
     acc = _mm_fmadd_ps(_mm_mul_ps(d, _mm_set1_ps(a.d)), _mm_cvtepi32_ps(sumi), acc);
@@ -228,7 +235,7 @@ constexpr int kGemvRows = 2;
 constexpr int kGemmRows = 8;  // weight rows per GEMM tile, Q6_K and Q4_K/Q5_K (see the top)
 constexpr int kGemmGroups = 4;
 
-template <int R, int NG>
+template <int R, int NG, bool kPairs>
 void q6k_gemm_tile(const Tile& t) {
   const int64_t n_blocks = t.n_cols / quant::kQK_K;
   const size_t group_stride = 8 * t.a_stride;
@@ -245,7 +252,7 @@ void q6k_gemm_tile(const Tile& t) {
     // in L1 between super-blocks.
 #pragma GCC unroll 1
     for (int r = 0; r < R; ++r) {
-      const uint8_t* block = t.w + r * t.w_stride + b * Q6K::kBytes;
+      const uint8_t* block = row_block<kPairs>(t, r, b, Q6K::kBytes);
       Q6K::Prep prep;
       Q6K::prepare(block, &prep);
       unpack_super_block<Q6K>(prep, w);
@@ -293,9 +300,11 @@ void q6k_gemm_tile(const Tile& t) {
   for (int r = 0; r < R; ++r) store_row_groups(acc[r], t.n_a, t.y + r, t.y_stride);
 }
 
+template <bool kPairs = false>
 void q6k_gemm(const Tile& t) {
-  dispatch_tile<kGemmRows, kGemmGroups, 8>(
-      t, [&t](auto r, auto g) { q6k_gemm_tile<decltype(r)::value, decltype(g)::value>(t); });
+  dispatch_tile<kGemmRows, kGemmGroups, 8>(t, [&t](auto r, auto g) {
+    q6k_gemm_tile<decltype(r)::value, decltype(g)::value, kPairs>(t);
+  });
 }
 
 // ---- Q4_K / Q5_K GEMM against interleaved activations (ActQ8Kx8) ----
@@ -398,6 +407,10 @@ void q45k_pairs_gemv(const Tile& t) {
       t, [&t](auto r, auto) { q45k_gemv_tile<kFiveBit, decltype(r)::value, true>(t); });
 }
 
+void q6k_pairs_gemv(const Tile& t) {
+  dispatch_tile<2, 1>(t, [&t](auto r, auto) { q6k_gemv_tile<decltype(r)::value, true>(t); });
+}
+
 void q6k_gemv(const Tile& t) {
   if (t.n_cols <= kGemvRowByRowMaxCols) {
     return gemv_row_by_row(t, [](const Tile& row) { q6k_gemv_tile<1>(row); });
@@ -410,13 +423,16 @@ constexpr Kernel kQ4_K{ActKind::kQ8Kx8, kGemvRows,         kGemmRows,
 constexpr Kernel kQ5_K{ActKind::kQ8Kx8, kGemvRows,        kGemmRows,
                        8 * kGemmGroups, &q45k_gemv<true>, &q45k_gemm<true>};
 constexpr Kernel kQ6_K{ActKind::kQ8Kx8, kGemvRows, kGemmRows,
-                       8 * kGemmGroups, &q6k_gemv, &q6k_gemm};
+                       8 * kGemmGroups, &q6k_gemv, &q6k_gemm<>};
 
 constexpr Kernel kPairsQ4_K{
     ActKind::kQ8Kx8,        2, kGemmRows, 8 * kGemmGroups, &q45k_pairs_gemv<false>,
     &q45k_gemm<false, true>};
 constexpr Kernel kPairsQ5_K{
     ActKind::kQ8Kx8, 2, kGemmRows, 8 * kGemmGroups, &q45k_pairs_gemv<true>, &q45k_gemm<true, true>};
+
+constexpr Kernel kPairsQ6_K{ActKind::kQ8Kx8, 2, kGemmRows, 8 * kGemmGroups, &q6k_pairs_gemv,
+                            &q6k_gemm<true>};
 
 }  // namespace
 
@@ -426,6 +442,8 @@ const Kernel* find_pairs_avx2(gguf::GgmlType type) {
       return &kPairsQ4_K;
     case gguf::GgmlType::kQ5_K:
       return &kPairsQ5_K;
+    case gguf::GgmlType::kQ6_K:
+      return &kPairsQ6_K;
     default:
       return nullptr;
   }

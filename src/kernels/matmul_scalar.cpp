@@ -247,6 +247,7 @@ constexpr Kernel kGroupedQ4_K = make_grouped<&dot_q45_k<quant::BlockQ4_K>, gguf:
 constexpr Kernel kGroupedQ6_K = make_grouped<&dot_q6_k, gguf::GgmlType::kQ6_K>();
 constexpr Kernel kPairsQ4_K = make_pairs<&dot_q45_k<quant::BlockQ4_K>, sizeof(quant::BlockQ4_K)>();
 constexpr Kernel kPairsQ5_K = make_pairs<&dot_q45_k<quant::BlockQ5_K>, sizeof(quant::BlockQ5_K)>();
+constexpr Kernel kPairsQ6_K = make_pairs<&dot_q6_k, sizeof(quant::BlockQ6_K)>();
 
 }  // namespace
 
@@ -303,6 +304,8 @@ const Kernel* find_pairs_scalar(gguf::GgmlType type) {
       return &kPairsQ4_K;
     case gguf::GgmlType::kQ5_K:
       return &kPairsQ5_K;
+    case gguf::GgmlType::kQ6_K:
+      return &kPairsQ6_K;
     default:
       return nullptr;
   }

@@ -1,4 +1,4 @@
-// kernels/row_pairs: repacking a Q4_K / Q5_K matrix into interleaved row pairs (contract in
+// kernels/row_pairs: repacking a Q4_K / Q5_K / Q6_K matrix into interleaved row pairs (contract in
 // kernels/row_pairs.h).
 #include "kernels/row_pairs.h"
 
@@ -17,7 +17,8 @@ namespace {
 }
 
 bool has_pair_layout(gguf::GgmlType type) {
-  return type == gguf::GgmlType::kQ4_K || type == gguf::GgmlType::kQ5_K;
+  return type == gguf::GgmlType::kQ4_K || type == gguf::GgmlType::kQ5_K ||
+         type == gguf::GgmlType::kQ6_K;
 }
 
 size_t exact_row_bytes(const QuantMatrix& w) {

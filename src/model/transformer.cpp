@@ -59,7 +59,7 @@ Transformer::Transformer(const gguf::GgufFile& file, int n_threads, WeightMode m
 // is a new TLB entry. Those whose kernels run faster in another layout on this CPU are
 // repacked on the way, with the same values: into 16-row groups (kernels/row_groups.h: Q4_0,
 // Q5_0, Q8_0, Q4_K, Q6_K on AVX-512; Q4_0, Q5_0, Q8_0 on AVX2) or into row pairs
-// (kernels/row_pairs.h: short-row Q4_K, Q5_K on AVX2); the others are copied as they are. The
+// (kernels/row_pairs.h: short-row Q4_K, Q5_K, Q6_K on AVX2); the others are copied as they are. The
 // embedding table stays in the map (a token's lookup reads one row), so a tied output gets its
 // own copy.
 void Transformer::place_weights() {

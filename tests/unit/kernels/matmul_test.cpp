@@ -671,11 +671,12 @@ TEST_P(MatmulRowPairs, FusedTargetsEqualSingleCalls) {
 }
 
 INSTANTIATE_TEST_SUITE_P(PairedTypes, MatmulRowPairs,
-                         ::testing::Combine(::testing::Values(GgmlType::kQ4_K, GgmlType::kQ5_K),
+                         ::testing::Combine(::testing::Values(GgmlType::kQ4_K, GgmlType::kQ5_K,
+                                                              GgmlType::kQ6_K),
                                             ::testing::ValuesIn(testing::all_isas())),
                          type_isa_case_name);
 
-TEST(MatmulRowPairs, PaysForShortQ4KAndQ5KRowsOnAvx2Only) {
+TEST(MatmulRowPairs, PaysForShortKQuantRowsOnAvx2Only) {
   auto rng = rng_for(13);
   const bool avx2 = isa_supported(Isa::kAvx2);
   const Weights q4k = make_weights(GgmlType::kQ4_K, 4, 1536, 0, rng);
@@ -686,15 +687,18 @@ TEST(MatmulRowPairs, PaysForShortQ4KAndQ5KRowsOnAvx2Only) {
   // Long rows, an odd number of rows and other types keep the row layout.
   EXPECT_FALSE(pair_rows_pays(make_weights(GgmlType::kQ4_K, 2, 1792, 0, rng).matrix, Isa::kAvx2));
   EXPECT_FALSE(pair_rows_pays(make_weights(GgmlType::kQ4_K, 3, 256, 0, rng).matrix, Isa::kAvx2));
-  EXPECT_FALSE(pair_rows_pays(make_weights(GgmlType::kQ6_K, 2, 256, 0, rng).matrix, Isa::kAvx2));
+  EXPECT_EQ(pair_rows_pays(make_weights(GgmlType::kQ6_K, 2, 1536, 0, rng).matrix, Isa::kAvx2),
+            avx2);
+  EXPECT_FALSE(pair_rows_pays(make_weights(GgmlType::kQ6_K, 2, 8960, 0, rng).matrix, Isa::kAvx2));
+  EXPECT_FALSE(pair_rows_pays(make_weights(GgmlType::kQ5_0, 2, 256, 0, rng).matrix, Isa::kAvx2));
   EXPECT_FALSE(pair_rows_pays(make_weights(GgmlType::kQ8_0, 2, 256, 0, rng).matrix, Isa::kAvx2));
 }
 
 TEST(MatmulRowPairs, RefusesWhatHasNoLayout) {
   auto rng = rng_for(17);
   std::vector<uint8_t> store(8 * 1536);
-  const Weights q6k = make_weights(GgmlType::kQ6_K, 2, 256, 0, rng);
-  EXPECT_THROW(pair_rows(q6k.matrix, store.data()), Error);
+  const Weights q8 = make_weights(GgmlType::kQ8_0, 2, 256, 0, rng);
+  EXPECT_THROW(pair_rows(q8.matrix, store.data()), Error);
   const Weights odd = make_weights(GgmlType::kQ4_K, 3, 256, 0, rng);
   EXPECT_THROW(pair_rows(odd.matrix, store.data()), Error);
   const Weights q4k = make_weights(GgmlType::kQ4_K, 4, 256, 0, rng);
@@ -712,9 +716,9 @@ TEST(MatmulRowPairs, RefusesWhatHasNoLayout) {
   QuantMatrix three = paired;
   three.n_rows = 3;
   EXPECT_THROW(matmul(three, x.data(), 1, 256, y.data(), 4, pool, scratch), Error);
-  QuantMatrix q6k_paired = q6k.matrix;
-  q6k_paired.layout = WeightLayout::kRowPairs;
-  EXPECT_THROW(matmul(q6k_paired, x.data(), 1, 256, y.data(), 2, pool, scratch), Error);
+  QuantMatrix q8_paired = q8.matrix;
+  q8_paired.layout = WeightLayout::kRowPairs;
+  EXPECT_THROW(matmul(q8_paired, x.data(), 1, 256, y.data(), 2, pool, scratch), Error);
   EXPECT_NO_THROW(matmul(paired, x.data(), 1, 256, y.data(), 4, pool, scratch));
 }
 

@@ -15,7 +15,7 @@
 //   - LLMS_KERNEL_TIMING_TYPES=Q4_K,Q6_K (GGML type names) times only those types' GEMVs;
 //   - GemvGrouped and GemmGrouped: the same GEMVs and GEMMs on the 16-row-group layout that the
 //     loader repacks Q4_0/Q5_0/Q8_0/Q4_K/Q6_K into where group_rows_pays, per ISA;
-//   - GemvPairs: the GEMVs on the row-pair layout (short Q4_K/Q5_K rows on AVX2) where
+//   - GemvPairs: the GEMVs on the row-pair layout (short Q4_K/Q5_K/Q6_K rows on AVX2) where
 //     pair_rows_pays.
 #include <gtest/gtest.h>
 #include <immintrin.h>

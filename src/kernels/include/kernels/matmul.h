@@ -36,7 +36,7 @@ namespace llms::kernels {
 // How a matrix's blocks are laid out: kRows as in the GGUF file (above), kRowGroups16 repacked
 // into groups of 16 interleaved rows (kernels/row_groups.h; Q4_0, Q5_0, Q8_0, Q4_K, Q6_K),
 // kRowPairs with the super-blocks of each row pair alternating (kernels/row_pairs.h; Q4_K,
-// Q5_K).
+// Q5_K, Q6_K).
 enum class WeightLayout { kRows, kRowGroups16, kRowPairs };
 
 struct QuantMatrix {
