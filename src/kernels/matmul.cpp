@@ -147,27 +147,24 @@ void validate(const QuantMatrix& w, const float* x, int64_t m, int64_t x_stride,
     invalid("row_bytes " + std::to_string(w.row_bytes) + " < " + std::to_string(*row) +
             " bytes of " + std::to_string(w.n_cols) + " " + type_name + " values");
   }
+  // The repacked layouts: the type must have one, and rows no padding (the kernels derive each
+  // row's place from row_bytes alone).
   const bool grouped = w.layout == WeightLayout::kRowGroups16;
-  if (grouped && detail::find_grouped_scalar(w.type) == nullptr) {
-    throw Error(Error::Kind::kUnsupported,
-                "matmul: weight type " + type_name + " has no row-group layout");
-  }
-  if (grouped && w.row_bytes != *row) {
-    invalid("row_bytes " + std::to_string(w.row_bytes) + " of a row-group matrix must be " +
-            std::to_string(*row));
-  }
-  if (w.layout == WeightLayout::kRowPairs) {
-    if (detail::find_pairs_scalar(w.type) == nullptr) {
+  const bool paired = w.layout == WeightLayout::kRowPairs;
+  if (grouped || paired) {
+    const char* layout_name = grouped ? "row-group" : "row-pair";
+    if ((grouped ? detail::find_grouped_scalar(w.type) : detail::find_pairs_scalar(w.type)) ==
+        nullptr) {
       throw Error(Error::Kind::kUnsupported,
-                  "matmul: weight type " + type_name + " has no row-pair layout");
+                  "matmul: weight type " + type_name + " has no " + layout_name + " layout");
     }
     if (w.row_bytes != *row) {
-      invalid("row_bytes " + std::to_string(w.row_bytes) + " of a row-pair matrix must be " +
-              std::to_string(*row));
+      invalid("row_bytes " + std::to_string(w.row_bytes) + " of a " + layout_name +
+              " matrix must be " + std::to_string(*row));
     }
-    if (w.n_rows % 2 != 0) {
-      invalid("a row-pair matrix has an odd number of rows (" + std::to_string(w.n_rows) + ")");
-    }
+  }
+  if (paired && w.n_rows % 2 != 0) {
+    invalid("a row-pair matrix has an odd number of rows (" + std::to_string(w.n_rows) + ")");
   }
   if (m == 0 || w.n_rows == 0) return;
   if (w.n_cols > 0 && (w.data == nullptr || x == nullptr)) invalid("null weight or input data");

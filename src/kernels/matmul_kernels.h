@@ -25,6 +25,7 @@
 
 #include "gguf/ggml_type.h"
 #include "kernels/act_quant.h"
+#include "kernels/matmul.h"
 
 namespace llms::kernels::detail {
 
@@ -101,6 +102,13 @@ inline void gemv_row_by_row(const Tile& t, OneRow&& one_row) {
     row.y = t.y + r;
     one_row(row);
   }
+}
+
+// The bytes of w's n_cols values with no row padding (what the repacked layouts take as
+// row_bytes); 0 for a negative n_cols or one that is not whole blocks.
+inline size_t exact_row_bytes(const QuantMatrix& w) {
+  const auto row = gguf::ggml_row_bytes(w.type, static_cast<uint64_t>(w.n_cols < 0 ? 0 : w.n_cols));
+  return row ? static_cast<size_t>(*row) : 0;
 }
 
 struct Kernel {

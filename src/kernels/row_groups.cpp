@@ -13,14 +13,10 @@
 namespace llms::kernels {
 namespace {
 
+using detail::exact_row_bytes;
+
 [[noreturn]] void invalid(const std::string& message) {
   throw Error(Error::Kind::kInvalidArgument, "group_rows: " + message);
-}
-
-size_t exact_row_bytes(const QuantMatrix& w) {
-  const auto row =
-      gguf::ggml_row_bytes(w.type, static_cast<uint64_t>(std::max<int64_t>(0, w.n_cols)));
-  return row ? static_cast<size_t>(*row) : 0;
 }
 
 }  // namespace

@@ -6,26 +6,21 @@
 #include <cstring>
 #include <string>
 
+#include "matmul_kernels.h"
 #include "util/checked_math.h"
 #include "util/error.h"
 
 namespace llms::kernels {
 namespace {
 
+using detail::exact_row_bytes;
+
 [[noreturn]] void invalid(const std::string& message) {
   throw Error(Error::Kind::kInvalidArgument, "pair_rows: " + message);
 }
 
-bool has_pair_layout(gguf::GgmlType type) {
-  return type == gguf::GgmlType::kQ4_K || type == gguf::GgmlType::kQ5_K ||
-         type == gguf::GgmlType::kQ6_K;
-}
-
-size_t exact_row_bytes(const QuantMatrix& w) {
-  const auto row =
-      gguf::ggml_row_bytes(w.type, static_cast<uint64_t>(std::max<int64_t>(0, w.n_cols)));
-  return row ? static_cast<size_t>(*row) : 0;
-}
+// The types with pair kernels (the scalar table has every one).
+bool has_pair_layout(gguf::GgmlType type) { return detail::find_pairs_scalar(type) != nullptr; }
 
 }  // namespace
 

@@ -190,6 +190,7 @@ void time_gemvs(WeightLayout target) {
     size_t row_bytes = 0;
     std::vector<uint8_t> one = random_matrix(type, shape, &row_bytes);
     QuantMatrix layout{type, nullptr, shape.n_rows, shape.n_cols, row_bytes};
+    // The row-layout matrix; after a repack below only its type and shape are read.
     const QuantMatrix rows{type, one.data(), shape.n_rows, shape.n_cols, row_bytes};
     if (paired) {
       if (!pair_rows_pays(rows, Isa::kAvx2)) continue;
