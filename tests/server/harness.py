@@ -13,9 +13,21 @@ import sys
 import threading
 import time
 
-MODEL = os.path.expanduser(
-    os.environ.get("LLMS_TEST_MODEL",
-                   "~/.cache/llmserve/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"))
+
+def cache_root():
+    """The cache root exactly as `llmserve` resolves it without --cache-dir (cache_root() in
+    src/cli/model_registry.cpp): $LLMSERVE_CACHE when set and non-empty, taken as written (no `~`
+    expansion), else $HOME/.cache/llmserve, with /tmp standing in for an unset HOME."""
+    env = os.environ.get("LLMSERVE_CACHE")
+    if env:
+        return env
+    home = os.environ.get("HOME")
+    return os.path.join("/tmp" if home is None else home, ".cache", "llmserve")
+
+
+# The small model: $LLMS_TEST_MODEL if set, else the registered default in the cache root.
+MODEL = (os.path.expanduser(os.environ["LLMS_TEST_MODEL"]) if os.environ.get("LLMS_TEST_MODEL")
+         else os.path.join(cache_root(), "models", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"))
 SKIP = 77
 
 

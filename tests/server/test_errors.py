@@ -1,13 +1,14 @@
 """Raw-HTTP error cases of `llmserve serve`: every bad request gets OpenAI's error JSON with the
 right status and param, slow clients are closed after the deadline, the bounded queue answers 429
 with Retry-After, and none of it disturbs a stream already running. Then SIGTERM drains.
+No check depends on how fast the machine is: they assert statuses, bodies and what the server
+did; socket and join timeouts are generous hang guards only.
 Usage: test_errors.py LLMSERVE_BINARY"""
 
 import json
 import socket
 import sys
 import threading
-import time
 
 import harness
 
@@ -155,33 +156,37 @@ def main(binary):
             expect_error(srv, "/v1/nothing", None, 404, method="GET")
 
         def too_large():
-            t0 = time.time()
-            # Decided from Content-Length, before any body byte is sent.
+            # Decided from Content-Length, before any body byte is sent: no body byte ever is, so
+            # a 413 can only come from the head (the body deadline would close the connection
+            # with no answer at all).
             raw = harness.raw_exchange(
                 srv.port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000"
-                b"\r\n\r\n", timeout=10)
+                b"\r\n\r\n", timeout=60)
             assert raw.startswith(b"HTTP/1.1 413"), raw[:100]
-            assert time.time() - t0 < 0.9  # well before the 1 s body deadline
             err = json.loads(raw.split(b"\r\n\r\n", 1)[1])["error"]
             assert err["type"] == "invalid_request_error"
+            assert "larger than the limit of 65536 bytes" in err["message"], err
             # Chunked bodies have no Content-Length: the cap applies while reading.
             big = b"x" * (70 << 10)
             raw = harness.raw_exchange(
                 srv.port, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked"
-                b"\r\n\r\n" + f"{len(big):x}\r\n".encode() + big + b"\r\n0\r\n\r\n", timeout=10)
+                b"\r\n\r\n" + f"{len(big):x}\r\n".encode() + big + b"\r\n0\r\n\r\n", timeout=60)
             assert raw.startswith(b"HTTP/1.1 413"), raw[:100]
 
         def slow_clients():
+            # A head or a body that never completes: the server closes the connection without an
+            # answer (its 1 s deadlines). The 60 s socket timeout is only a hang guard: reaching it
+            # raises socket.timeout and fails the check.
             for partial in (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n",
                             b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100"
                             b"\r\n\r\n{\"model\""):
-                s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
-                s.sendall(partial)
-                t0 = time.time()
-                data = s.recv(1024)  # b"" once the server closes
-                elapsed = time.time() - t0
-                s.close()
-                assert data == b"" and elapsed < 8, (data, elapsed)
+                s = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+                try:
+                    s.sendall(partial)
+                    data = s.recv(1024)  # b"" once the server closes
+                finally:
+                    s.close()
+                assert data == b"", data
 
         def after_barrage():
             bg.join(timeout=180)
@@ -207,7 +212,9 @@ def main(binary):
         held = []
 
         def queue_full():
-            body = {"model": "qwen", "prompt": "count:", "max_tokens": 200, "ignore_eos": True,
+            # 1,000 tokens (the context holds 1,024): no CPU generates them inside the 1 s grace
+            # period, so the drain below always has a running stream to end.
+            body = {"model": "qwen", "prompt": "count:", "max_tokens": 1000, "ignore_eos": True,
                     "stream": True}
             for _ in range(2):
                 s = stream_lines(srv.port, body)

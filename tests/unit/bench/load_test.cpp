@@ -1,12 +1,16 @@
 // The load runner against the stand-in server (127.0.0.1, a free port, bounded work).
 //
-// Timing assertions are unavoidable for a latency tool; they are made honest this way:
-// - lower bounds are exact: the server's timers never fire early, so TTFT >= first_token_ms;
-// - the client's numbers are compared with what the server recorded itself (when it read the
-//   request, when it wrote each token), so a late server timer does not fail the test;
-// - the remaining difference is delivery over loopback plus scheduling of two threads, allowed
-//   5 ms for medians and means of gaps and 10 ms for tails (P90..P99) and for TTFT (which adds
-//   the server's wake-up to read the request, outside its own record) on a loaded 2-core machine.
+// No assertion here depends on how fast the machine is: a busy machine only makes everything
+// later, so the tests assert what happened (counts, order, errors, connections) and only
+// measurements that causality bounds from below:
+// - the server's timers never fire early, so a TTFT is >= the server's first_token_ms and an E2E
+//   >= its whole schedule; a client timeout never fires before it is due;
+// - a client span contains the server's span of the same request (the client sends before the
+//   server reads, and reads after the server writes), so every order statistic does too;
+// - the client's own figures agree with each other (TTFT plus the inter-token gaps is the time
+//   to the last token, which E2E contains).
+// There is no upper bound on a latency: scheduling delay on a loaded machine has none. Timeouts
+// (LoadConfig::timeout_s) are generous and only keep a broken run from hanging.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <vector>
 
 #include "bench/client.h"
 #include "bench/openai.h"
@@ -28,8 +33,8 @@ namespace {
 using testing::StandInConfig;
 using testing::StandInServer;
 
-constexpr double kCentralToleranceMs = 5;
-constexpr double kTailToleranceMs = 10;
+// Rounding slack when sums of durations are compared (the values are in ms).
+constexpr double kEpsMs = 1e-6;
 
 std::vector<PreparedRequest> prepare(const std::vector<std::string>& prompts, int64_t max_tokens,
                                      Api api = Api::kCompletions, bool stream = true) {
@@ -55,7 +60,7 @@ LoadConfig config_for(const StandInServer& server, size_t concurrency, size_t n_
   c.path = api_path(api);
   c.level.concurrency = concurrency;
   c.n_requests = n_requests;
-  c.timeout_s = 20;
+  c.timeout_s = 60;  // a hang guard only: no test here waits for it
   return c;
 }
 
@@ -67,59 +72,71 @@ std::vector<const RequestRecord*> measured(const RunResult& run) {
   return out;
 }
 
-TEST(LoadRunner, MeasuredPercentilesMatchTheKnownSchedule) {
+TEST(LoadRunner, MeasuredTimesContainTheServersSchedule) {
   StandInConfig sc;
   sc.first_token_ms = 50;
   sc.token_gap_ms = 10;
   StandInServer server(sc);
   const int64_t kTokens = 10;
+  const double kScheduleMs = sc.first_token_ms + sc.token_gap_ms * (kTokens - 1);
   auto requests = prepare({"alpha beta", "gamma delta epsilon", "zeta"}, kTokens);
   RunResult run = run_load(config_for(server, 4, 12), requests);
   Summary s = summarize_run(run, Slo{});
   ASSERT_EQ(s.n_ok, 12u) << (run.records.empty() ? "" : run.records[0].error);
   EXPECT_EQ(s.max_in_flight, 4u);
+  ASSERT_EQ(server.served().size(), 12u);
 
   // What the server did, from its own clock.
   std::vector<double> server_ttft, server_gaps, server_e2e;
   for (const auto& served : server.served()) {
     ASSERT_EQ(served.t_token_ms.size(), static_cast<size_t>(kTokens));
     server_ttft.push_back(served.t_token_ms[0] - served.t_received_ms);
+    server_e2e.push_back(served.t_token_ms.back() - served.t_received_ms);
     for (size_t i = 1; i < served.t_token_ms.size(); ++i) {
       server_gaps.push_back(served.t_token_ms[i] - served.t_token_ms[i - 1]);
     }
   }
-  Dist st = summarize(server_ttft), sg = summarize(server_gaps);
+  Dist st = summarize(server_ttft), sg = summarize(server_gaps), se = summarize(server_e2e);
+  // For the reader only: how far the client's figures sit above the server's on this machine.
   std::printf(
       "client vs server: TTFT p50 %.3f / %.3f, p99 %.3f / %.3f; ITL p50 %.3f / %.3f, "
-      "p99 %.3f / %.3f ms\n",
-      s.ttft.median, st.median, s.ttft.p99, st.p99, s.itl.median, sg.median, s.itl.p99, sg.p99);
+      "p99 %.3f / %.3f; E2E p50 %.3f / %.3f ms\n",
+      s.ttft.median, st.median, s.ttft.p99, st.p99, s.itl.median, sg.median, s.itl.p99, sg.p99,
+      s.e2e.median, se.median);
 
   for (const RequestRecord* r : measured(run)) {
     EXPECT_EQ(r->output_tokens, kTokens);
+    EXPECT_EQ(r->n_content_chunks, kTokens);
     EXPECT_TRUE(r->usage_reported);
-    EXPECT_EQ(r->itl_ms.size(), static_cast<size_t>(kTokens - 1));
+    ASSERT_EQ(r->itl_ms.size(), static_cast<size_t>(kTokens - 1));
     EXPECT_EQ(r->input_tokens, r->expected_input_tokens);
     ASSERT_TRUE(r->ttft_ms.has_value());
     EXPECT_GE(*r->ttft_ms, sc.first_token_ms);  // timers never fire early
-    EXPECT_GE(r->e2e_ms, sc.first_token_ms + sc.token_gap_ms * (kTokens - 1));
+    EXPECT_GE(r->e2e_ms, kScheduleMs);
+    double to_last_token = *r->ttft_ms;
+    for (double gap : r->itl_ms) {
+      EXPECT_GE(gap, 0);
+      to_last_token += gap;
+    }
+    // TTFT plus the gaps is the time to the last token: no earlier than the server wrote it,
+    // and inside the E2E, which ends at [DONE].
+    EXPECT_GE(to_last_token, kScheduleMs - kEpsMs);
+    EXPECT_LE(to_last_token, r->e2e_ms + kEpsMs);
+    ASSERT_TRUE(r->tpot_ms().has_value());
+    EXPECT_NEAR(*r->tpot_ms(), (r->e2e_ms - *r->ttft_ms) / static_cast<double>(kTokens - 1),
+                kEpsMs);
   }
-  // Against the server's record.
-  // Each client TTFT contains the server's span (request read -> first token written), so every
-  // order statistic does too; on top come the client's write, the server's wake-up to read the
-  // request and the client's wake-up to read the token: scheduler latency, up to a few ms each.
-  EXPECT_GE(s.ttft.median, st.median - 1e-6);
-  EXPECT_GE(s.ttft.p99, st.p99 - 1e-6);
-  EXPECT_LE(s.ttft.median, st.median + kTailToleranceMs);
-  EXPECT_LE(s.ttft.p99, st.p99 + kTailToleranceMs);
-  EXPECT_NEAR(s.itl.median, sg.median, kCentralToleranceMs);
-  EXPECT_NEAR(s.itl.mean, sg.mean, kCentralToleranceMs);
-  EXPECT_NEAR(s.itl.p90, sg.p90, kTailToleranceMs);
-  EXPECT_NEAR(s.itl.p99, sg.p99, kTailToleranceMs);
+  // Against the server's record: each client TTFT (E2E) contains the server's span from reading
+  // the request to writing the first (last) token, so every order statistic does too. What comes
+  // on top (the client's write, the wake-ups of both threads) has no bound on a loaded machine.
+  EXPECT_GE(s.ttft.median, st.median - kEpsMs);
+  EXPECT_GE(s.ttft.p99, st.p99 - kEpsMs);
+  EXPECT_GE(s.e2e.median, se.median - kEpsMs);
+  EXPECT_GE(s.e2e.p99, se.p99 - kEpsMs);
   // Against the nominal schedule.
-  EXPECT_NEAR(s.ttft.median, 50, kTailToleranceMs);
-  EXPECT_NEAR(s.itl.median, 10, kCentralToleranceMs);
-  EXPECT_NEAR(s.tpot.median, 10, kCentralToleranceMs);
-  EXPECT_NEAR(s.e2e.median, 50 + 10 * (kTokens - 1), kTailToleranceMs);
+  EXPECT_GE(s.ttft.median, sc.first_token_ms);
+  EXPECT_GE(s.e2e.median, kScheduleMs);
+  EXPECT_EQ(s.itl.n, static_cast<size_t>(12 * (kTokens - 1)));
   EXPECT_EQ(s.total_output_tokens, 12 * kTokens);
 }
 
@@ -240,24 +257,27 @@ TEST(LoadRunner, SilentServerTimesOut) {
   ASSERT_EQ(run.records.size(), 1u);
   EXPECT_FALSE(run.records[0].ok);
   EXPECT_EQ(run.records[0].error_kind, "timeout");
-  EXPECT_GE(run.records[0].e2e_ms, 300);
+  EXPECT_GE(run.records[0].e2e_ms, 300);  // the timeout never fires early
 }
 
 // The timeout bounds silence, not the whole stream: a stream longer than the timeout whose
-// tokens keep coming is not cut (the silence watchdog is pushed back by every read).
+// tokens keep coming is not cut (the silence watchdog is pushed back by every read). The gaps
+// are a twentieth of the timeout, so only a stall of the machine near a second could cut it.
 TEST(LoadRunner, LongStreamWithShortGapsDoesNotTimeOut) {
   StandInConfig sc;
-  sc.first_token_ms = 60;
-  sc.token_gap_ms = 60;
+  sc.first_token_ms = 50;
+  sc.token_gap_ms = 50;
   StandInServer server(sc);
-  auto requests = prepare({"steady"}, 12);
+  const int64_t kTokens = 24;
+  auto requests = prepare({"steady"}, kTokens);
   LoadConfig c = config_for(server, 1, 1);
-  c.timeout_s = 0.5;
+  c.timeout_s = 1.0;
   RunResult run = run_load(c, requests);
   ASSERT_EQ(run.records.size(), 1u);
   EXPECT_TRUE(run.records[0].ok) << run.records[0].error;
-  EXPECT_EQ(run.records[0].n_content_chunks, 12);
-  EXPECT_GT(run.records[0].e2e_ms, 500);  // longer than the timeout as a whole
+  EXPECT_EQ(run.records[0].n_content_chunks, kTokens);
+  // Longer than the timeout as a whole: a lower bound the server's schedule guarantees (1.2 s).
+  EXPECT_GT(run.records[0].e2e_ms, 1000 * c.timeout_s);
 }
 
 TEST(LoadRunner, RefusedConnectionsAreErrorsNotExceptions) {
@@ -315,11 +335,55 @@ TEST(LoadRunner, DurationBoundsTheRun) {
   LoadConfig c = config_for(server, 2, 0);
   c.duration_s = 0.3;
   RunResult run = run_load(c, prepare({"d"}, 3));
-  // Each request takes >= 15 ms, two at a time: at most 2 * 300 / 15 = 40 started in time.
+  // The two streams start together; after that a request is issued only when one ends while the
+  // duration still runs. So beyond the first two, every request follows one that ended within
+  // the 300 ms, however slow the machine.
   EXPECT_GE(run.records.size(), 2u);
-  EXPECT_LE(run.records.size(), 42u);
-  for (const auto& r : run.records) EXPECT_LT(r.start_ms, 300 + 1);
-  EXPECT_GE(run.duration_s, 0.3);
+  size_t ended_in_time = 0;
+  double last_end_ms = 0;
+  for (const auto& r : run.records) {
+    EXPECT_TRUE(r.ok) << r.error;
+    EXPECT_GE(r.e2e_ms, 15);  // 5 ms to the first token, two gaps of 5 ms
+    const double end_ms = r.start_ms + r.e2e_ms;
+    ended_in_time += end_ms < 1000 * c.duration_s;
+    last_end_ms = std::max(last_end_ms, end_ms);
+  }
+  EXPECT_LE(run.records.size(), 2 + ended_in_time);
+  // Every issued request is recorded once.
+  std::vector<uint64_t> indices;
+  for (const auto& r : run.records) indices.push_back(r.index);
+  std::sort(indices.begin(), indices.end());
+  for (size_t i = 0; i < indices.size(); ++i) EXPECT_EQ(indices[i], i);
+  // The run lasts until its last request ended.
+  EXPECT_GE(1000 * run.duration_s, last_end_ms - kEpsMs);
+}
+
+// The stand-in's barrier, which OneThreadHoldsAThousandStreams relies on: nothing is answered
+// before hold_until_received requests were read, then every held answer goes.
+TEST(LoadRunner, StandInHoldsAnswersUntilEnoughRequestsWereRead) {
+  StandInConfig sc;
+  sc.first_token_ms = 1;
+  sc.token_gap_ms = 1;
+  sc.hold_until_received = 3;
+  StandInServer short_of_it(sc);
+  LoadConfig c = config_for(short_of_it, 2, 2);
+  c.timeout_s = 0.3;
+  RunResult held = run_load(c, prepare({"wait"}, 2));
+  ASSERT_EQ(held.records.size(), 2u);
+  for (const auto& r : held.records) {
+    EXPECT_EQ(r.error_kind, "timeout");
+    EXPECT_EQ(r.n_content_chunks, 0);
+  }
+  for (const auto& served : short_of_it.served()) EXPECT_TRUE(served.t_token_ms.empty());
+
+  sc.hold_until_received = 2;
+  StandInServer enough(sc);
+  RunResult released = run_load(config_for(enough, 2, 2), prepare({"go"}, 2));
+  ASSERT_EQ(released.records.size(), 2u);
+  for (const auto& r : released.records) {
+    EXPECT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.n_content_chunks, 2);
+  }
 }
 
 TEST(LoadRunner, RefusesImpossibleConfigurations) {
@@ -340,13 +404,15 @@ TEST(LoadRunner, OneThreadHoldsAThousandStreams) {
   if (raise_open_file_limit(2 * kStreams + 256) < 2 * kStreams + 64) {
     GTEST_SKIP() << "the open-file limit cannot hold " << kStreams << " streams on both ends";
   }
+  // The server answers none before it has read all of them, so every stream is open at once
+  // however long the connections take on a loaded machine (timeout_s is the hang guard).
   StandInConfig sc;
-  sc.first_token_ms = 300;
-  sc.token_gap_ms = 50;
+  sc.first_token_ms = 10;
+  sc.token_gap_ms = 10;
+  sc.hold_until_received = kStreams;
   StandInServer server(sc);
   auto requests = prepare({"many"}, 4);
   LoadConfig c = config_for(server, kStreams, kStreams);
-  c.timeout_s = 60;
   RunResult run = run_load(c, requests);
   Summary s = summarize_run(run, Slo{});
   EXPECT_EQ(s.n_ok, kStreams);

@@ -10,6 +10,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -34,11 +35,25 @@ struct StandInServer::Impl {
   tcp::acceptor acceptor{ioc};
   uint16_t port = 0;
   std::thread thread;
+  // hold_until_received: completions read so far and the answers waiting for the barrier. Used
+  // only on the server's own thread. Declared last so that held sessions go before the io_context.
+  size_t n_holdable = 0;
+  std::vector<std::function<void()>> held;
 
   double ms(Clock::time_point t) const {
     return std::chrono::duration<double, std::milli>(t - epoch).count();
   }
   void accept();
+  // Runs `answer` once hold_until_received completions have been read (at once when no barrier
+  // is set or it was already reached).
+  void hold(std::function<void()> answer) {
+    ++n_holdable;
+    if (n_holdable < config.hold_until_received) return held.push_back(std::move(answer));
+    auto waiting = std::move(held);
+    held.clear();
+    for (auto& f : waiting) f();
+    answer();
+  }
 };
 
 namespace {
@@ -142,7 +157,16 @@ class Session : public std::enable_shared_from_this<Session> {
     include_usage_ =
         body.contains("stream_options") && body["stream_options"].value("include_usage", false);
     sent_ = 0;
-    if (!body.value("stream", false)) return respond_whole();
+    stream_requested_ = body.value("stream", false);
+    t_base_ = t_recv_;
+    server_.hold([self = shared_from_this()] {
+      if (self->server_.config.hold_until_received > 0) self->t_base_ = Clock::now();
+      self->respond();
+    });
+  }
+
+  void respond() {
+    if (!stream_requested_) return respond_whole();
     auto res = std::make_shared<http::response<http::empty_body>>(http::status::ok, 11);
     res->set(http::field::content_type, "text/event-stream");
     res->keep_alive(server_.config.keep_alive && req_.keep_alive());
@@ -164,7 +188,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void respond_whole() {
     const double total = server_.config.first_token_ms +
                          server_.config.token_gap_ms * static_cast<double>(n_tokens_ - 1);
-    timer_.expires_at(t_recv_ + std::chrono::microseconds(static_cast<int64_t>(total * 1000)));
+    timer_.expires_at(t_base_ + std::chrono::microseconds(static_cast<int64_t>(total * 1000)));
     timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
       if (ec) return self->close();
       std::string text;
@@ -209,7 +233,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void schedule_next() {
     const double at =
         server_.config.first_token_ms + server_.config.token_gap_ms * static_cast<double>(sent_);
-    timer_.expires_at(t_recv_ + std::chrono::microseconds(static_cast<int64_t>(at * 1000)));
+    timer_.expires_at(t_base_ + std::chrono::microseconds(static_cast<int64_t>(at * 1000)));
     timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
       if (ec) return self->close();
       self->send_token();
@@ -284,11 +308,13 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   http::request<http::string_body> req_;
   Clock::time_point t_recv_;
+  Clock::time_point t_base_;  // the schedule's zero: t_recv_, or the release of a held answer
   size_t index_ = 0;
   bool chat_ = false;
   bool include_usage_ = false;
   bool keep_alive_ = true;
   bool stall_ = false;
+  bool stream_requested_ = false;
   int64_t n_tokens_ = 0;
   int64_t prompt_tokens_ = 0;
   int64_t sent_ = 0;

@@ -12,6 +12,9 @@
 //   please-error-event        stream one token, then an error event
 // Token counting (/tokenize and usage.prompt_tokens): 1 (BOS) + ceil(len/6) per
 // whitespace-separated word, so words longer than six letters are several tokens.
+// With hold_until_received = N, no completion is answered before N of them have been read (a
+// barrier, so a test can know that N streams were open at once without relying on timing); each
+// held answer's schedule then counts from the release instead of from its read.
 #pragma once
 
 #include <cstdint>
@@ -30,8 +33,9 @@ struct StandInConfig {
   int64_t cached_tokens = -1;   // -1: no prompt_tokens_details in usage
   bool serve_tokenize = true;   // POST /tokenize (vLLM dialect); else 404
   bool keep_alive = true;
-  bool fragment = false;        // write each event in pieces of 1..7 bytes, CRLF line ends
-  bool chat_role_chunk = true;  // chat: an immediate role-only chunk before the first token
+  bool fragment = false;           // write each event in pieces of 1..7 bytes, CRLF line ends
+  bool chat_role_chunk = true;     // chat: an immediate role-only chunk before the first token
+  size_t hold_until_received = 0;  // hold completions until this many were read (0: no hold)
 };
 
 struct ServedRequest {
