@@ -4,8 +4,8 @@
 // Per sequence we keep its table and the keys of its first chain.size() blocks (the hash chain):
 // those blocks were full of computed tokens when hashed, so commit() resumes the chain from the
 // last key instead of rehashing the prompt, and a fork inherits it. Writing into an already
-// hashed block (a rewind, which the scheduler does not do) truncates the chain so the block is
-// hashed again from its new tokens. Every mutating call checks all it can before it changes
+// hashed block (after a truncate(), or a rewind) truncates the chain so the block is hashed again
+// from its new tokens. Every mutating call checks all it can before it changes
 // anything, so a refused call leaves the state as it was.
 #include "kv/kv_cache_manager.h"
 
@@ -184,6 +184,29 @@ void KvCacheManager::commit(int64_t seq_id, std::span<const int32_t> tokens, int
     m.pool.register_key(seq.table[b], key);
     seq.chain.push_back(key);
     parent = key;
+  }
+}
+
+void KvCacheManager::truncate(int64_t seq_id, int64_t n_tokens) {
+  Impl& m = *impl_;
+  Impl::Sequence& seq = Impl::get(m, seq_id, "truncate");
+  const int64_t n_covered = static_cast<int64_t>(seq.table.size()) * m.block_size;
+  if (n_tokens < 0 || n_tokens > n_covered) {
+    invalid("truncate: " + seq_name(seq_id) + " to " + std::to_string(n_tokens) +
+            " tokens, but its blocks hold " + std::to_string(n_covered) + " positions");
+  }
+  const int64_t n_keep = m.blocks_for(n_tokens);
+  // Tail first, as free() does.
+  while (static_cast<int64_t>(seq.table.size()) > n_keep) {
+    m.pool.release(seq.table.back());
+    seq.table.pop_back();
+  }
+  const int64_t first_rewritten = n_tokens / m.block_size;
+  if (first_rewritten < static_cast<int64_t>(seq.chain.size())) {
+    seq.chain.resize(static_cast<size_t>(first_rewritten));
+  }
+  for (int64_t b = first_rewritten; b < n_keep; ++b) {
+    if (m.pool.ref_count(seq.table[b]) == 1) m.pool.unregister(seq.table[b]);
   }
 }
 

@@ -1,5 +1,6 @@
 #include "kv/step_batch.h"
 
+#include <algorithm>
 #include <string>
 
 #include "util/error.h"
@@ -8,7 +9,7 @@ namespace llms::kv {
 
 void StepBatch::add_sequence(int64_t seq_id, std::span<const int32_t> new_tokens,
                              int32_t already_cached, std::span<const BlockId> block_table,
-                             bool wants_last_logits) {
+                             int32_t n_last_logits) {
   SequenceSlice s;
   s.seq_id = seq_id;
   s.query_begin = static_cast<int32_t>(tokens.size());
@@ -19,7 +20,8 @@ void StepBatch::add_sequence(int64_t seq_id, std::span<const int32_t> new_tokens
     tokens.push_back(new_tokens[i]);
     positions.push_back(already_cached + i);
   }
-  if (wants_last_logits && s.n_query > 0) logits_rows.push_back(s.query_begin + s.n_query - 1);
+  const int32_t n_rows = std::clamp(n_last_logits, 0, s.n_query);
+  for (int32_t i = s.n_query - n_rows; i < s.n_query; ++i) logits_rows.push_back(s.query_begin + i);
   sequences.push_back(s);
 }
 

@@ -144,21 +144,69 @@ double Sampler::uniform01() {
   return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
 }
 
+float Distribution::prob_of(int32_t id) const {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == id) return probs[i];
+  }
+  return 0.0f;
+}
+
 SampleResult Sampler::sample(std::span<float> logits) {
   SampleResult result;
-  const bool wants_logprobs = params_.logprobs || params_.n_top_logprobs > 0;
-  if (wants_logprobs) raw_.assign(logits.begin(), logits.end());
+  const bool logprobs_wanted = wants_logprobs();
+  if (logprobs_wanted) raw_.assign(logits.begin(), logits.end());
   apply_penalties(logits);
   result.token = draw(logits);
-  if (wants_logprobs) fill_logprobs(raw_, result, result.token);
+  if (logprobs_wanted) fill_logprobs(raw_, result, result.token);
   return result;
 }
 
+void Sampler::distribution(std::span<float> logits, Distribution& out) {
+  out.clear();
+  apply_penalties(logits);
+  if (is_greedy()) {
+    out.ids.push_back(argmax(logits));
+    out.probs.push_back(1.0f);
+    return;
+  }
+  double total = 0.0;
+  const size_t n_cand = candidates(logits, total);
+  out.ids.assign(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(n_cand));
+  out.probs.resize(n_cand);
+  const double inv_total = total > 0.0 ? 1.0 / total : 0.0;
+  for (size_t i = 0; i < n_cand; ++i) {
+    out.probs[i] = static_cast<float>(probs_[i] * inv_total);
+  }
+}
+
+int32_t Sampler::draw_from(const Distribution& dist) {
+  if (dist.ids.empty()) return -1;
+  double total = 0.0;
+  for (float p : dist.probs) total += p;
+  double u = uniform01() * total;
+  for (size_t i = 0; i < dist.ids.size(); ++i) {
+    u -= dist.probs[i];
+    if (u < 0.0) return dist.ids[i];
+  }
+  return dist.ids.back();  // rounding left a sliver of mass: the last candidate takes it
+}
+
 int32_t Sampler::draw(std::span<float> logits) {
-  const int32_t n = n_vocab_;
   if (params_.temperature == 0.0f) {
     return argmax(logits);
   }
+  double total = 0.0;
+  const size_t n_cand = candidates(logits, total);
+  double u = uniform01() * total;
+  for (size_t i = 0; i < n_cand; ++i) {
+    u -= probs_[i];
+    if (u < 0.0) return order_[i];
+  }
+  return order_[n_cand - 1];  // rounding left a sliver of mass: the last candidate takes it
+}
+
+size_t Sampler::candidates(std::span<const float> logits, double& total_out) {
+  const int32_t n = n_vocab_;
   const float inv_t = 1.0f / params_.temperature;
   order_.resize(n);
   std::iota(order_.begin(), order_.end(), 0);
@@ -226,13 +274,8 @@ int32_t Sampler::draw(std::span<float> logits) {
     }
     n_cand = kept;
   }
-
-  double u = uniform01() * total;
-  for (size_t i = 0; i < n_cand; ++i) {
-    u -= probs_[i];
-    if (u < 0.0) return order_[i];
-  }
-  return order_[n_cand - 1];  // rounding left a sliver of mass: the last candidate takes it
+  total_out = total;
+  return n_cand;
 }
 
 void Sampler::fill_logprobs(std::span<const float> raw, SampleResult& result, int32_t chosen) {

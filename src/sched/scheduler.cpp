@@ -57,7 +57,15 @@ struct Sequence {
   int32_t n_computed = 0;
   int32_t n_cached_prefix = 0;
   int32_t n_preemptions = 0;
+  int32_t n_draft = 0;
   bool is_running = false;
+
+  // Drops the last n of the draft tokens.
+  void drop_drafts(int32_t n) {
+    n = std::min(n, n_draft);
+    tokens.resize(tokens.size() - static_cast<size_t>(n));
+    n_draft -= n;
+  }
 };
 
 [[noreturn]] void fail(Error::Kind kind, const std::string& message) {
@@ -163,6 +171,10 @@ void Scheduler::fork(int64_t parent, int64_t child) {
   if (st.seqs.count(child) != 0) {
     fail(Error::Kind::kInvalidArgument, "fork: child " + id_str(child) + " already exists");
   }
+  if (p.n_draft != 0) {
+    fail(Error::Kind::kInvalidArgument,
+         "fork: parent " + id_str(parent) + " has drafts not yet accepted or rejected");
+  }
   Sequence c;
   c.tokens = p.tokens;
   c.n_prompt = p.n_prompt;
@@ -196,6 +208,7 @@ SchedulerOutput Scheduler::schedule() {
     return n;
   };
   const auto preempt = [&](Sequence& s) {
+    s.drop_drafts(s.n_draft);
     kv_.free(s.key.seq_id);
     s.n_computed = 0;
     s.n_cached_prefix = 0;
@@ -223,6 +236,7 @@ SchedulerOutput Scheduler::schedule() {
     ss.n_computed_before = s.n_computed;
     ss.n_new = n_new;
     ss.samples = s.n_computed + n_new == static_cast<int32_t>(s.tokens.size());
+    ss.n_draft = ss.samples ? s.n_draft : 0;
     out.scheduled.push_back(ss);
     out.n_tokens += n_new;
     budget -= n_new;
@@ -230,16 +244,25 @@ SchedulerOutput Scheduler::schedule() {
   };
   const auto n_scheduled = [&] { return static_cast<int32_t>(out.scheduled.size()); };
 
-  // 1. Running sequences, in policy order. Walk a snapshot: preemption edits the set.
+  // 1. Running sequences, in policy order, without their drafts (set aside). Walk a snapshot:
+  // preemption edits the set.
+  struct SetAside {
+    size_t scheduled_index;
+    std::vector<int32_t> drafts;
+  };
+  std::vector<SetAside> set_aside;
   const std::vector<OrderKey> running_now(st.running.begin(), st.running.end());
   for (const OrderKey& key : running_now) {
     if (budget <= 0 || n_scheduled() >= config_.max_num_seqs) break;
     Sequence& s = st.seqs.at(key.seq_id);
     if (!s.is_running) continue;  // preempted earlier in this step
+    std::vector<int32_t> drafts(s.tokens.end() - s.n_draft, s.tokens.end());
+    s.drop_drafts(s.n_draft);
     const int32_t n_new = chunk_for(s);
     if (n_new <= 0) continue;  // waiting for the engine to append its sampled token
     for (;;) {
       if (kv_.allocate(key.seq_id, s.n_computed, int64_t{s.n_computed} + n_new, out.copies)) {
+        if (!drafts.empty()) set_aside.push_back({out.scheduled.size(), std::move(drafts)});
         emit(s, n_new);
         break;
       }
@@ -249,6 +272,23 @@ SchedulerOutput Scheduler::schedule() {
       running_were_short = true;
       if (victim == &s) break;
     }
+  }
+
+  // 1b. Drafts: every running sequence has its step; what budget and free blocks are left go to
+  // the drafts set aside, in the same order, as many of each as fit (the rest are dropped).
+  for (SetAside& a : set_aside) {
+    ScheduledSequence& ss = out.scheduled[a.scheduled_index];
+    Sequence& s = st.seqs.at(ss.seq_id);
+    auto n = static_cast<int32_t>(std::min<size_t>(a.drafts.size(), static_cast<size_t>(budget)));
+    const int64_t end = int64_t{s.n_computed} + ss.n_new;
+    while (n > 0 && !kv_.allocate(ss.seq_id, s.n_computed, end + n, out.copies)) --n;
+    if (n <= 0) continue;
+    s.tokens.insert(s.tokens.end(), a.drafts.begin(), a.drafts.begin() + n);
+    s.n_draft = n;
+    ss.n_new += n;
+    ss.n_draft = n;
+    out.n_tokens += n;
+    budget -= n;
   }
 
   // 2. Waiting sequences, in policy order (none if the running ones were short of blocks).
@@ -304,14 +344,55 @@ void Scheduler::on_step_done(const SchedulerOutput& output) {
                                        std::to_string(ss.n_computed_before) + ")");
     }
     s.n_computed += ss.n_new;
-    kv_.commit(ss.seq_id, s.tokens, s.n_computed);
+    // Drafts wait for accept_draft() before their blocks may serve as a cached prefix.
+    kv_.commit(ss.seq_id, s.tokens, s.n_computed - ss.n_draft);
   }
+}
+
+void Scheduler::append_draft(int64_t seq_id, std::span<const int32_t> draft) {
+  Sequence& s = state_->get(seq_id);
+  if (draft.empty()) return;
+  const auto n_tokens = static_cast<int64_t>(s.tokens.size());
+  if (!s.is_running || s.n_draft != 0 || s.n_computed != n_tokens - 1 || n_tokens == s.n_prompt) {
+    fail(Error::Kind::kInvalidArgument,
+         "append_draft: " + id_str(seq_id) +
+             " is not waiting on one sampled token (running " + std::to_string(s.is_running) +
+             ", computed " + std::to_string(s.n_computed) + " of " + std::to_string(n_tokens) +
+             ", drafts " + std::to_string(s.n_draft) + ")");
+  }
+  if (n_tokens - s.n_prompt + static_cast<int64_t>(draft.size()) > s.max_new_tokens) {
+    fail(Error::Kind::kInvalidArgument, "append_draft: " + std::to_string(draft.size()) +
+                                            " drafts take " + id_str(seq_id) +
+                                            " past its max_new_tokens (" +
+                                            std::to_string(s.max_new_tokens) + ")");
+  }
+  s.tokens.insert(s.tokens.end(), draft.begin(), draft.end());
+  s.n_draft = static_cast<int32_t>(draft.size());
+}
+
+void Scheduler::accept_draft(int64_t seq_id, int32_t n_accepted) {
+  Sequence& s = state_->get(seq_id);
+  if (n_accepted < 0 || n_accepted > s.n_draft) {
+    fail(Error::Kind::kInvalidArgument, "accept_draft: " + std::to_string(n_accepted) +
+                                            " accepted of the " + std::to_string(s.n_draft) +
+                                            " drafts of " + id_str(seq_id));
+  }
+  s.drop_drafts(s.n_draft - n_accepted);
+  s.n_draft = 0;
+  if (!s.is_running) return;
+  s.n_computed = std::min(s.n_computed, static_cast<int32_t>(s.tokens.size()));
+  kv_.truncate(seq_id, s.n_computed);
+  kv_.commit(seq_id, s.tokens, s.n_computed);
 }
 
 void Scheduler::append_token(int64_t seq_id, int32_t token) {
   Sequence& s = state_->get(seq_id);
   if (!s.is_running) {
     fail(Error::Kind::kInvalidArgument, "append_token: " + id_str(seq_id) + " is not running");
+  }
+  if (s.n_draft != 0) {
+    fail(Error::Kind::kInvalidArgument,
+         "append_token: " + id_str(seq_id) + " has drafts; accept_draft() them first");
   }
   // add() checked the pool against prompt + max_new_tokens; growing past that could make the
   // sequence unable to fit even alone, so it is a caller bug.
@@ -349,6 +430,7 @@ SequenceInfo Scheduler::info(int64_t seq_id) const {
   i.n_computed = s.n_computed;
   i.n_cached_prefix = s.n_cached_prefix;
   i.n_preemptions = s.n_preemptions;
+  i.n_draft = s.n_draft;
   i.is_running = s.is_running;
   return i;
 }

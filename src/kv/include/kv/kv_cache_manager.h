@@ -20,6 +20,9 @@
 // Invariants (check_invariants()): every block is free xor referenced; each ref count equals the
 // number of tables holding the block; free blocks are exactly those in the free list; registered
 // hashes map to blocks that carry that hash; nothing leaks after every sequence is freed.
+//
+// Rollback: truncate() gives back the blocks a sequence no longer covers (speculative tokens
+// that verification rejected) and drops the keys of the blocks it will rewrite.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +77,13 @@ class KvCacheManager {
   // holds at least that many ids: prompt then output). Newly completed full blocks are hashed
   // and registered for prefix caching.
   void commit(int64_t seq_id, std::span<const int32_t> tokens, int64_t n_computed);
+
+  // Rolls the sequence back to its first n_tokens positions (rejected speculative tokens): the
+  // blocks past blocks_for(n_tokens) are released (a keyed one keeps its key: its slots hold
+  // exactly the tokens the key names) and the kept blocks from index n_tokens / block_size on,
+  // whose slots will be rewritten, leave the hash chain; one of them that this sequence alone
+  // holds also loses its registered key. n_tokens beyond the table's positions is refused.
+  void truncate(int64_t seq_id, int64_t n_tokens);
 
   // New sequence `child` sharing all of `parent`'s blocks (ref counts + 1) and its hash chain.
   void fork(int64_t parent, int64_t child);

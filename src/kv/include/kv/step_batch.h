@@ -41,9 +41,11 @@ struct StepBatch {
     logits_rows.clear();
   }
 
-  // Appends a sequence's next n tokens; `already_cached` tokens precede them in its cache.
+  // Appends a sequence's next n tokens; `already_cached` tokens precede them in its cache. The
+  // last n_last_logits of them (at most n, 0: none) want logits: 1 for a decode step or the end
+  // of a prompt, 1 + k when k speculative tokens are verified.
   void add_sequence(int64_t seq_id, std::span<const int32_t> new_tokens, int32_t already_cached,
-                    std::span<const BlockId> block_table, bool wants_last_logits);
+                    std::span<const BlockId> block_table, int32_t n_last_logits);
 
   // Throws llms::Error(kInvalidArgument) describing the first broken invariant.
   void validate(int32_t block_size, int32_t n_blocks_total) const;

@@ -7,6 +7,11 @@
 // same tokens. Logprobs are those of the model's raw distribution (log-softmax of the logits
 // before any stage), as vLLM reports them.
 //
+// For speculative decoding the chain's result is also exposed as a Distribution (the candidates
+// that survive it and their normalized probabilities), so a verifier can accept or reject a
+// drafted token against exactly what sample() would have drawn from; accept() is called only for
+// tokens that are kept, so the penalties see the output and nothing else.
+//
 // A Sampler owns scratch space sized for the vocabulary at construction; sample() allocates
 // nothing except the returned top-logprob list when asked for one.
 #pragma once
@@ -48,6 +53,19 @@ struct SampleResult {
   std::vector<TokenLogprob> top_logprobs;  // best first, when asked
 };
 
+// The processed distribution of one logits row: candidate ids and probabilities summing to 1
+// (up to rounding). Greedy (temperature 0): the argmax alone, with probability 1.
+struct Distribution {
+  std::vector<int32_t> ids;
+  std::vector<float> probs;
+  // 0 for an id that is not a candidate (a linear scan: candidate lists are short or rare).
+  float prob_of(int32_t id) const;
+  void clear() {
+    ids.clear();
+    probs.clear();
+  }
+};
+
 // The index of the greatest value, the lowest index among equal ones (std::max_element's
 // answer for inputs without NaN), with 16 SSE2 lanes in one pass: greedy decode takes one per
 // sequence per step over the whole vocabulary. -1 for an empty span.
@@ -65,13 +83,27 @@ class Sampler {
   // Samples from `logits` (n_vocab values; modified in place by the chain).
   SampleResult sample(std::span<float> logits);
 
+  // The distribution sample() draws from, for the current penalty state (`logits` is modified
+  // in place, as by sample()).
+  void distribution(std::span<float> logits, Distribution& out);
+  // A draw from `dist` with this sampler's generator; -1 when it is empty.
+  int32_t draw_from(const Distribution& dist);
+  // A uniform draw in [0, 1) from this sampler's generator.
+  double uniform01();
+  // The logprob of `token` (and the top alternatives when asked) in the raw row, as sample()
+  // reports them.
+  void fill_logprobs(std::span<const float> raw, SampleResult& result, int32_t chosen);
+  bool is_greedy() const { return params_.temperature == 0.0f; }
+  bool wants_logprobs() const { return params_.logprobs || params_.n_top_logprobs > 0; }
+
   const SamplingParams& params() const { return params_; }
 
  private:
   void apply_penalties(std::span<float> logits) const;
-  void fill_logprobs(std::span<const float> raw, SampleResult& result, int32_t chosen);
   int32_t draw(std::span<float> logits);
-  double uniform01();
+  // The non-greedy chain after the penalties: leaves the candidates in order_[0, n) with their
+  // unnormalized probabilities in probs_ and returns n; `total` gets their sum.
+  size_t candidates(std::span<const float> logits, double& total);
 
   SamplingParams params_;
   int32_t n_vocab_;

@@ -14,6 +14,13 @@
 // of memory; one that could never fit (its prompt + max_new_tokens exceed the pool or
 // max_model_len) is refused by add().
 //
+// Speculative tokens: after the engine appends a sampled token it may append draft tokens
+// (append_draft). They are ordinary tokens to close the gap with, except that they come last: a
+// step first gives every running sequence its non-draft tokens (preempting only for those), then
+// hands the budget and free blocks left to the drafts, as many of each sequence's as fit, and
+// drops the rest; preemption drops them all. Their blocks are not committed
+// to the prefix cache until accept_draft() keeps them; the rejected ones are rolled back there.
+//
 // Policies: kFcfs (arrival order) or kPriority (lower value first, as vLLM; ties by arrival).
 // Under kPriority a waiting sequence may preempt running ones of strictly lower priority.
 #pragma once
@@ -45,6 +52,9 @@ struct ScheduledSequence {
   int32_t n_new = 0;              // tokens computed this step
   // The chunk reaches the last known token: the engine samples from its logits after the step.
   bool samples = false;
+  // Of the chunk's last tokens, how many are drafts (samples is then set): the engine wants
+  // logits for the last 1 + n_draft rows and verifies the drafts against them.
+  int32_t n_draft = 0;
 };
 
 struct SchedulerOutput {
@@ -60,6 +70,7 @@ struct SequenceInfo {
   int32_t n_computed = 0;
   int32_t n_cached_prefix = 0;  // tokens taken from the prefix cache at the latest admission
   int32_t n_preemptions = 0;
+  int32_t n_draft = 0;  // trailing draft tokens not yet accepted
   bool is_running = false;
 };
 
@@ -87,6 +98,16 @@ class Scheduler {
 
   // The engine appends each sampled token (to sequences whose ScheduledSequence::samples was set).
   void append_token(int64_t seq_id, int32_t token);
+
+  // Appends draft tokens after the last sampled one: the sequence is running, has every token but
+  // that last one computed and no drafts, and prompt + output + drafts stay within
+  // max_new_tokens (else llms::Error(kInvalidArgument)). Empty: nothing happens.
+  void append_draft(int64_t seq_id, std::span<const int32_t> draft);
+
+  // After the step that computed a sequence's drafts: keeps the first n_accepted of them, drops
+  // the rest (their KV positions are rolled back in the KV manager) and commits the kept blocks.
+  // The engine then appends the token it sampled after the last accepted one.
+  void accept_draft(int64_t seq_id, int32_t n_accepted);
 
   // Removes a sequence in any state (finished or aborted) and frees its blocks. Unknown: ignored.
   void remove(int64_t seq_id);
