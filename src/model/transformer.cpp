@@ -23,11 +23,16 @@ kernels::RopeMode rope_mode(RopeLayout layout) {
 }  // namespace
 
 Transformer::Transformer(const gguf::GgufFile& file, int n_threads, WeightMode mode)
+    : Transformer(file, std::make_shared<ThreadPool>(std::max(1, n_threads)), mode) {}
+
+Transformer::Transformer(const gguf::GgufFile& file, std::shared_ptr<ThreadPool> pool,
+                         WeightMode mode)
     : config_(ModelConfig::from_gguf(file)),
       traits_(architecture_traits(config_.architecture)),
       weights_(TransformerWeights::load(file, config_, traits_)),
-      pool_(std::max(1, n_threads)),
+      pool_(std::move(pool)),
       attention_(std::make_unique<PagedAttention>()) {
+  if (!pool_) throw Error(Error::Kind::kInvalidArgument, "Transformer: no thread pool");
   if (mode == WeightMode::kDequantizedF32) {
     auto to_f32 = [this](kernels::QuantMatrix& m) {
       auto& store = f32_weights_.emplace_back(static_cast<size_t>(m.n_rows * m.n_cols));
@@ -98,12 +103,12 @@ void Transformer::place_weights() {
   for (const Move& mv : moves) {
     kernels::QuantMatrix& m = *mv.matrix;
     if (mv.repack == Repack::kGroup) {
-      m = kernels::group_rows(m, dst, &pool_);
+      m = kernels::group_rows(m, dst, pool_.get());
     } else if (mv.repack == Repack::kPair) {
-      m = kernels::pair_rows(m, dst, &pool_);
+      m = kernels::pair_rows(m, dst, pool_.get());
     } else {
       const uint8_t* src = static_cast<const uint8_t*>(m.data);
-      pool_.parallel_for(static_cast<int64_t>(mv.bytes), [&](int64_t begin, int64_t end, int) {
+      pool_->parallel_for(static_cast<int64_t>(mv.bytes), [&](int64_t begin, int64_t end, int) {
         std::memcpy(dst + begin, src + begin, static_cast<size_t>(end - begin));
       });
       m.data = dst;
@@ -113,6 +118,12 @@ void Transformer::place_weights() {
 }
 
 Transformer::~Transformer() = default;
+
+void Transformer::limit_output_rows(int64_t n) {
+  if (n < 1) throw Error(Error::Kind::kInvalidArgument, "output rows must be >= 1");
+  const int64_t rounded = (n + 15) / 16 * 16;
+  weights_.output.n_rows = std::min<int64_t>(rounded, static_cast<int64_t>(config_.n_vocab));
+}
 
 void Transformer::reserve(int32_t max_tokens, int32_t max_logit_rows) {
   if (max_tokens <= buf_.max_tokens && max_logit_rows <= buf_.max_logit_rows) return;
@@ -144,13 +155,13 @@ void Transformer::for_rows(int32_t n, F&& fn) {
     for (int32_t i = 0; i < n; ++i) fn(i);
     return;
   }
-  pool_.parallel_for(n, [&](int64_t begin, int64_t end, int) {
+  pool_->parallel_for(n, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) fn(static_cast<int32_t>(i));
   });
 }
 
 void Transformer::matmul(const kernels::QuantMatrix& w, const float* x, int32_t m, float* y) {
-  kernels::matmul(w, x, m, w.n_cols, y, w.n_rows, pool_, scratch_);
+  kernels::matmul(w, x, m, w.n_cols, y, w.n_rows, *pool_, scratch_);
 }
 
 void Transformer::forward(const kv::StepBatch& batch, KvStorage& kv, float* logits) {
@@ -209,7 +220,7 @@ void Transformer::attention_block(size_t layer, const kv::StepBatch& batch, KvSt
   const kernels::MatmulTarget qkv[] = {{w.wq, buf_.q.data(), w.wq.n_rows},
                                        {w.wk, buf_.k.data(), w.wk.n_rows},
                                        {w.wv, buf_.v.data(), w.wv.n_rows}};
-  kernels::matmul_many(qkv, buf_.xn.data(), n, d, pool_, scratch_);
+  kernels::matmul_many(qkv, buf_.xn.data(), n, d, *pool_, scratch_);
 
   const bool sliding = c.is_sliding[layer];
   const float base = sliding && traits_.local_rope_base > 0.0f
@@ -242,7 +253,7 @@ void Transformer::attention_block(size_t layer, const kv::StepBatch& batch, KvSt
   });
 
   attention_->run(c, layer, batch, kv, buf_.q.data(), buf_.k.data(), buf_.v.data(),
-                  buf_.attn.data(), pool_);
+                  buf_.attn.data(), *pool_);
 
   matmul(w.wo, buf_.attn.data(), n, buf_.ffn.data());
   for_rows(n, [&](int32_t i) {
@@ -263,7 +274,7 @@ void Transformer::feed_forward_block(size_t layer, int32_t n) {
   });
   const kernels::MatmulTarget gate_up[] = {{w.w_gate, buf_.gate.data(), w.w_gate.n_rows},
                                            {w.w_up, buf_.up.data(), w.w_up.n_rows}};
-  kernels::matmul_many(gate_up, buf_.xn.data(), n, d, pool_, scratch_);
+  kernels::matmul_many(gate_up, buf_.xn.data(), n, d, *pool_, scratch_);
   for_rows(n, [&](int32_t i) {
     float* g = buf_.gate.data() + i * ff;
     const float* u = buf_.up.data() + i * ff;

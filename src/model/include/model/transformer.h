@@ -37,6 +37,10 @@ class Transformer {
   // `file` must outlive the Transformer: the embedding table (and in the F32 mode nothing else)
   // stays a view into its mmap; the matrices decode streams are moved into an arena it owns.
   Transformer(const gguf::GgufFile& file, int n_threads, WeightMode mode = WeightMode::kInPlace);
+  // Runs its loops on `pool`, which other models may share (a draft model beside its target:
+  // two pools spinning on the same cores would take them from each other).
+  Transformer(const gguf::GgufFile& file, std::shared_ptr<ThreadPool> pool,
+              WeightMode mode = WeightMode::kInPlace);
   ~Transformer();
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;
@@ -44,7 +48,15 @@ class Transformer {
   const ModelConfig& config() const { return config_; }
   const ArchitectureTraits& traits() const { return traits_; }
   int32_t n_vocab() const { return static_cast<int32_t>(config_.n_vocab); }
-  ThreadPool& pool() { return pool_; }
+  // Width of a logits row: n_vocab, or fewer after limit_output_rows().
+  int32_t n_outputs() const { return static_cast<int32_t>(weights_.output.n_rows); }
+  // Computes logits for token ids [0, n) only (n rounded up to a multiple of 16, at most
+  // n_vocab): a draft model's head over the most frequent tokens, since byte-level BPE
+  // vocabularies number tokens in merge order, most frequent first. The output matrix is read
+  // as its first rows (every weight layout keeps rows in order in whole 16-row units).
+  void limit_output_rows(int64_t n);
+  ThreadPool& pool() { return *pool_; }
+  const std::shared_ptr<ThreadPool>& shared_pool() const { return pool_; }
 
   // Sizes the activation buffers for steps of up to max_tokens tokens and max_logit_rows logits.
   void reserve(int32_t max_tokens, int32_t max_logit_rows);
@@ -75,7 +87,7 @@ class Transformer {
   TransformerWeights weights_;
   std::list<std::vector<float>> f32_weights_;  // only in WeightMode::kDequantizedF32
   HugePageBuffer placed_weights_;  // the matrices decode streams (grouped or copied), one arena
-  ThreadPool pool_;
+  std::shared_ptr<ThreadPool> pool_;
   kernels::MatmulScratch scratch_;
   Buffers buf_;
   std::unique_ptr<PagedAttention> attention_;
