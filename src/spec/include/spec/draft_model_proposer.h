@@ -1,0 +1,76 @@
+// spec/draft_model_proposer: a smaller model with the same tokenizer drafts the next tokens.
+//
+// The draft model runs behind its own ModelRunner (sharing the target's compute threads) with
+// its own paged KV pool: a block table per sequence in a kv::KvCacheManager without prefix
+// caching. Each propose() call first brings every sequence's draft cache up to its known
+// tokens (the longest common prefix of what the draft computed and the tokens it is given
+// stays; the rest, rejected drafts included, is rolled back and the new tokens computed, in
+// passes of at most max_tokens_per_pass tokens across sequences), then drafts greedily: one
+// batched forward pass over all sequences per draft position. Proposals are point masses (the
+// draft's argmax), which the verifier's rejection rule handles for any target temperature.
+//
+// A sequence whose draft cache cannot get blocks gets no drafts and its cache is dropped, so a
+// full draft pool only slows speculation down, never fails a request.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+
+#include "kv/kv_cache_manager.h"
+#include "model/model_runner.h"
+#include "spec/proposer.h"
+
+namespace llms::spec {
+
+class DraftModelProposer final : public Proposer {
+ public:
+  // `runner` has no KV storage yet; the proposer gives it n_blocks of block_size tokens.
+  // Drafts are ids below n_valid_tokens (the tokenizer's vocabulary: a padded output row is
+  // never proposed).
+  DraftModelProposer(std::unique_ptr<model::ModelRunner> runner, int32_t block_size,
+                     int32_t n_blocks, kv::KvCacheType kv_type, int32_t n_valid_tokens,
+                     int32_t max_tokens_per_pass = 1024);
+
+  void propose(std::span<const ProposalRequest> requests,
+               std::vector<std::vector<int32_t>>& drafts) override;
+  void remove(int64_t seq_id) override;
+
+  // Draft forward passes run so far (for the engine's statistics and tests).
+  int64_t n_passes() const { return n_passes_; }
+  // The passes of the latest propose() call: tokens and seconds each, for the draft-length
+  // policy's cost model (catch-up passes are long, drafting passes short).
+  struct PassTiming {
+    int32_t n_tokens = 0;
+    double seconds = 0.0;
+  };
+  const std::vector<PassTiming>& last_passes() const { return last_passes_; }
+  const kv::KvCacheManager& kv_cache() const { return kv_; }
+
+ private:
+  struct Sequence {
+    std::vector<int32_t> computed;  // tokens whose keys and values are in the draft cache
+  };
+  struct Work {
+    size_t request = 0;
+    int64_t seq_id = 0;
+    Sequence* seq = nullptr;
+    std::vector<int32_t> pending;  // tokens still to compute before the next draft
+    bool failed = false;
+  };
+
+  // Computes every work item's pending tokens (in passes) and appends each item's next draft.
+  void run_passes(std::vector<Work*>& items, std::vector<std::vector<int32_t>>& drafts);
+  bool extend(int64_t seq_id, Sequence& seq, int64_t n_new);
+
+  std::unique_ptr<model::ModelRunner> runner_;
+  kv::KvCacheManager kv_;
+  int32_t n_valid_tokens_;
+  int32_t max_tokens_per_pass_;
+  std::unordered_map<int64_t, Sequence> seqs_;
+  kv::StepBatch batch_;
+  std::vector<kv::BlockCopy> copies_;
+  int64_t n_passes_ = 0;
+  std::vector<PassTiming> last_passes_;
+};
+
+}  // namespace llms::spec

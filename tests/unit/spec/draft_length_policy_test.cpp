@@ -1,0 +1,199 @@
+// spec::StepCostModel and spec::DraftLengthPolicy. The cost model: a measured size predicts its
+// running mean (converging to a changed cost); sizes between measured ones are linearly
+// interpolated (exact points of a known line are reproduced within 1 %); above the measured
+// sizes it extrapolates with the memory-bound shape 1 + T / 32, below them proportionally to T.
+// The policy: 0 when disabled, with no sequence, or past disable_by_batch_size; fixed_length
+// gives num_speculative_tokens; a memory-bound step with high acceptance speculates, a
+// compute-bound one does not (32 sequences), low acceptance lowers k, expensive draft passes
+// stop it; acceptance starts at the global rate (0.7), one early rejection does not stop a
+// sequence, and observe_no_drafts() drifts a sequence back to the global rate.
+#include "spec/draft_length_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+namespace llms::spec {
+namespace {
+
+TEST(StepCostModel, AMeasuredSizePredictsItsRunningMean) {
+  StepCostModel m;
+  m.observe(8, 0.010);
+  EXPECT_EQ(m.n_observations(), 1);
+  EXPECT_DOUBLE_EQ(m.predict(8), 0.010);
+  m.observe(8, 0.020);
+  EXPECT_GT(m.predict(8), 0.010);
+  EXPECT_LT(m.predict(8), 0.020);
+  for (int i = 0; i < 60; ++i) m.observe(8, 0.020);  // the cost changed: the mean follows
+  EXPECT_NEAR(m.predict(8), 0.020, 0.0002);
+  EXPECT_EQ(m.n_observations(), 62);
+}
+
+TEST(StepCostModel, ExactPointsOfALineAreReproducedBetweenThem) {
+  const double a = 0.004, b = 0.00025;  // t = a + b T
+  StepCostModel m;
+  for (int32_t t = 1; t <= 2048; t *= 2) m.observe(t, a + b * t);
+  for (int32_t t : {1, 3, 5, 12, 17, 100, 300, 1000, 1500, 2048}) {
+    const double want = a + b * t;
+    EXPECT_NEAR(m.predict(t), want, 0.01 * want) << "T = " << t;
+  }
+  // Linear interpolation between two measured sizes, exactly.
+  StepCostModel two;
+  two.observe(4, 1.0);
+  two.observe(12, 3.0);
+  EXPECT_DOUBLE_EQ(two.predict(8), 2.0);
+  EXPECT_DOUBLE_EQ(two.predict(6), 1.5);
+}
+
+TEST(StepCostModel, OutsideTheMeasuredSizesItGuessesLow) {
+  StepCostModel m;
+  for (int i = 0; i < 5; ++i) m.observe(8, 0.010);
+  // Above: the memory-bound shape through the measurement, t(T) = t(8) (1 + T/32) / (1 + 8/32)
+  // (a prior slope b = a / 32).
+  EXPECT_NEAR(m.predict(40), 0.010 * 2.25 / 1.25, 1e-12);
+  EXPECT_NEAR(m.predict(72), 0.010 * 3.25 / 1.25, 1e-12);
+  // Below: proportional to T.
+  EXPECT_NEAR(m.predict(4), 0.005, 1e-12);
+  EXPECT_NEAR(m.predict(1), 0.00125, 1e-12);
+}
+
+SpeculativeConfig ngram(int32_t k) {
+  SpeculativeConfig c;
+  c.method = Method::kNgram;
+  c.num_speculative_tokens = k;
+  return c;
+}
+
+// Measured target steps t(T) = a + b T for every size up to max_t.
+void measure(DraftLengthPolicy& p, double a, double b, int32_t max_t) {
+  for (int32_t t = 1; t <= max_t; ++t) p.observe_target_step(t, a + b * t);
+}
+
+std::vector<int64_t> ids(int n) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), 1);
+  return v;
+}
+
+TEST(DraftLengthPolicy, DisabledOrEmptyGivesZero) {
+  const std::vector<int64_t> one = {1};
+  SpeculativeConfig none = ngram(4);
+  none.method = Method::kNone;
+  EXPECT_EQ(DraftLengthPolicy(none, false).choose(one), 0);
+  EXPECT_EQ(DraftLengthPolicy(ngram(0), false).choose(one), 0);
+  SpeculativeConfig fixed = ngram(4);
+  fixed.fixed_length = true;
+  EXPECT_EQ(DraftLengthPolicy(fixed, false).choose({}), 0);
+}
+
+TEST(DraftLengthPolicy, FixedLengthAndBatchSizeLimit) {
+  SpeculativeConfig c = ngram(5);
+  c.fixed_length = true;
+  DraftLengthPolicy p(c, true);
+  measure(p, 0.0, 0.001, 200);  // compute-bound: would never pay, but the length is fixed
+  for (int64_t s : ids(8)) p.observe_verification(s, 5, 0);
+  EXPECT_EQ(p.choose(ids(1)), 5);
+  EXPECT_EQ(p.choose(ids(8)), 5);
+
+  c.disable_by_batch_size = 4;
+  DraftLengthPolicy limited(c, false);
+  EXPECT_EQ(limited.choose(ids(4)), 5);  // at the limit: still speculating
+  EXPECT_EQ(limited.choose(ids(5)), 0);  // above it: off
+}
+
+TEST(DraftLengthPolicy, MemoryBoundStepsWithHighAcceptanceSpeculate) {
+  DraftLengthPolicy p(ngram(4), false);
+  measure(p, 0.020, 0.00001, 64);  // reading the weights dominates: t(5) ~ t(1)
+  for (int i = 0; i < 30; ++i) p.observe_verification(1, 4, 4);
+  EXPECT_GT(p.acceptance(1), 0.95);
+  const std::vector<int64_t> one = {1};
+  EXPECT_EQ(p.choose(one), 4);
+}
+
+TEST(DraftLengthPolicy, ComputeBoundStepsDoNotSpeculateFor32Sequences) {
+  DraftLengthPolicy p(ngram(4), false);
+  measure(p, 0.0, 0.001, 200);  // t proportional to T: every draft costs a full token
+  for (int64_t s : ids(32)) {
+    for (int i = 0; i < 30; ++i) p.observe_verification(s, 4, 4);  // even all accepted
+  }
+  EXPECT_EQ(p.choose(ids(32)), 0);
+  // The same acceptance with memory-bound steps would speculate, so the cost decided it.
+  DraftLengthPolicy flat(ngram(4), false);
+  measure(flat, 0.020, 0.00001, 200);
+  for (int64_t s : ids(32)) {
+    for (int i = 0; i < 30; ++i) flat.observe_verification(s, 4, 4);
+  }
+  EXPECT_GT(flat.choose(ids(32)), 0);
+}
+
+TEST(DraftLengthPolicy, LowAcceptanceLowersK) {
+  const std::vector<int64_t> one = {1};
+  DraftLengthPolicy high(ngram(4), false), low(ngram(4), false);
+  for (DraftLengthPolicy* p : {&high, &low}) measure(*p, 0.020, 0.002, 64);
+  for (int i = 0; i < 30; ++i) {
+    high.observe_verification(1, 4, 4);
+    low.observe_verification(1, 4, 0);
+  }
+  EXPECT_LT(low.acceptance(1), 0.1);
+  const int32_t k_high = high.choose(one), k_low = low.choose(one);
+  EXPECT_GT(k_high, 0);
+  EXPECT_LT(k_low, k_high);
+  EXPECT_EQ(k_low, 0);
+}
+
+TEST(DraftLengthPolicy, ExpensiveDraftPassesStopSpeculation) {
+  const std::vector<int64_t> one = {1};
+  DraftLengthPolicy costly(ngram(4), true), cheap(ngram(4), true);
+  for (DraftLengthPolicy* p : {&costly, &cheap}) {
+    measure(*p, 0.020, 0.00001, 64);
+    for (int i = 0; i < 30; ++i) p->observe_verification(1, 4, 4);
+  }
+  for (int i = 0; i < 10; ++i) {
+    costly.observe_draft_pass(1, 0.020);  // a draft pass costs a whole target step
+    cheap.observe_draft_pass(1, 0.0002);
+  }
+  EXPECT_EQ(costly.choose(one), 0);
+  EXPECT_GT(cheap.choose(one), 0);
+}
+
+TEST(DraftLengthPolicy, AcceptanceStartsAtTheGlobalRateAndOneRejectionDoesNotStopIt) {
+  DraftLengthPolicy p(ngram(4), false);
+  EXPECT_NEAR(p.acceptance(7), 0.7, 1e-12);  // nothing measured
+  measure(p, 0.020, 0.00001, 64);
+  const std::vector<int64_t> one = {1};
+  p.observe_verification(1, 4, 0);  // a first draft, all rejected
+  EXPECT_LT(p.acceptance(1), 0.7);
+  EXPECT_GT(p.acceptance(1), 0.3);
+  EXPECT_GT(p.choose(one), 0);
+  p.remove(1);  // forgotten: back to the global rate
+  EXPECT_DOUBLE_EQ(p.acceptance(1), p.acceptance(12345));
+}
+
+TEST(DraftLengthPolicy, NoDraftsDriftsBackToTheGlobalRate) {
+  DraftLengthPolicy p(ngram(4), false);
+  // Sequences 2..9 accept everything (the global rate is high); sequence 1 nothing.
+  for (int i = 0; i < 20; ++i) {
+    for (int64_t s = 2; s <= 9; ++s) p.observe_verification(s, 4, 4);
+    p.observe_verification(1, 4, 0);
+  }
+  const double global = p.acceptance(1000);  // an unknown sequence gets the global rate
+  const double other = p.acceptance(2);
+  double gap = global - p.acceptance(1);
+  ASSERT_GT(gap, 0.3);
+  const std::vector<int64_t> idle = {1};
+  for (int i = 0; i < 300; ++i) {
+    p.observe_no_drafts(idle);
+    const double now = global - p.acceptance(1);
+    ASSERT_LE(now, gap + 1e-12) << "step " << i;  // monotone toward the global rate
+    gap = now;
+  }
+  EXPECT_LT(gap, 0.02);
+  EXPECT_GE(gap, 0.0);
+  EXPECT_DOUBLE_EQ(p.acceptance(1000), global);  // the global rate itself is not moved
+  EXPECT_DOUBLE_EQ(p.acceptance(2), other);      // nor are the other sequences
+}
+
+}  // namespace
+}  // namespace llms::spec
