@@ -188,6 +188,12 @@ void AsyncEngine::update_metrics_locked() {
   metrics_.generation_tokens_total = s.generation_tokens_total;
   metrics_.preemptions_total = s.n_preemptions;
   metrics_.kv_blocks_free = engine_->kv_cache().n_free_blocks();
+  metrics_.requests_failed_total = s.n_failed_requests;
+  metrics_.spec_enabled = !s.spec_accepted_per_pos.empty();
+  metrics_.spec_num_drafts = s.spec_num_drafts;
+  metrics_.spec_num_draft_tokens = s.spec_num_draft_tokens;
+  metrics_.spec_num_accepted_tokens = s.spec_num_accepted_tokens;
+  metrics_.spec_accepted_per_pos = s.spec_accepted_per_pos;
 }
 
 void AsyncEngine::loop() {

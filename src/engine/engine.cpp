@@ -1,24 +1,38 @@
-// engine/engine: one step = schedule, copy-on-write, forward, sample, stop rules, outputs.
+// engine/engine: one step = schedule, copy-on-write, forward, sample or verify, stop rules,
+// outputs, then drafts for the next step.
 //
 // Each of a request's n samples is one scheduler sequence. Sample 0 (the parent) computes the
 // prompt; at its first sampling step the other samples are forked from it and every sample
 // draws its first token from the same logits row with its own sampler (a seeded request gives
 // sample i the seed + i), so the prompt is computed once and its blocks are shared.
+//
+// Speculation: after a step, every sequence that just got a token and decodes on may get up to
+// k drafts (k from spec::DraftLengthPolicy, capped by what max_tokens leaves), appended to the
+// scheduler as tokens to compute. The next step computes them with the rest and returns 1 + k
+// rows for the sequence; spec::Verifier keeps a prefix of the drafts plus one token, the
+// scheduler rolls the rest back, and the kept tokens go through the stop rules one by one as
+// if each had been sampled alone. Without drafts a step is the plain decode step.
 #include "engine/engine.h"
 
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <exception>
 #include <fstream>
 #include <new>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "kv/step_batch.h"
-#include "model/kv_storage.h"
-#include "model/transformer.h"
+#include "model/cpu_runner.h"
 #include "sampling/sampler.h"
+#include "spec/draft_length_policy.h"
+#include "spec/draft_model_proposer.h"
+#include "spec/ngram_proposer.h"
+#include "spec/verifier.h"
 #include "tokenizer/detokenizer.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -33,6 +47,8 @@ const char* finish_reason_name(FinishReason reason) {
       return "length";
     case FinishReason::kAbort:
       return "abort";
+    case FinishReason::kError:
+      return "error";
     case FinishReason::kNone:
       break;
   }
@@ -62,6 +78,8 @@ int64_t available_memory_bytes() {
   return 0;
 }
 
+double gib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 30); }
+
 struct Sample {
   int64_t seq_id = 0;
   int32_t index = 0;
@@ -84,27 +102,60 @@ struct Request {
   RequestMetrics metrics;
 };
 
+// The draft model must speak the target's tokenizer: same vocabulary, token for token.
+void check_same_vocabulary(const tokenizer::Tokenizer& target, const tokenizer::Tokenizer& draft) {
+  const int32_t n = std::min(target.n_vocab(), draft.n_vocab());
+  for (int32_t id = 0; id < n; ++id) {
+    if (target.token_text(id) != draft.token_text(id)) {
+      throw Error(Error::Kind::kInvalidArgument,
+                  fmt::format("--draft-model: its vocabulary differs from the target's at token "
+                              "{} ('{}' in the draft, '{}' in the target)",
+                              id, draft.token_text(id), target.token_text(id)));
+    }
+  }
+  if (target.n_vocab() != draft.n_vocab()) {
+    throw Error(Error::Kind::kInvalidArgument,
+                fmt::format("--draft-model: its vocabulary has {} tokens, the target's {}",
+                            draft.n_vocab(), target.n_vocab()));
+  }
+}
+
 }  // namespace
 
 struct Engine::Impl {
   Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& tok, EngineConfig cfg);
 
   int32_t pool_blocks(const EngineConfig& cfg) const;
+  void make_proposer(int32_t n_blocks);
   Sample make_sample(const Request& request, int32_t index);
-  void sample_row(Request& request, Sample& sample, std::span<const float> row);
+  void deliver(Request& request, Sample& sample, const spec::Verification& v,
+               const model::LogitsView& logits, int32_t first_row);
   void finish_sample(Request& request, Sample& sample, FinishReason reason, std::string stop_reason,
                      RequestOutput& out);
+  void fail_request(Request& request, const std::string& message);
   void emit(Request& request, RequestOutput& out);
+  model::LogitsView execute(const kv::StepBatch& step_batch);
+  model::LogitsView execute_isolating(const sched::SchedulerOutput& plan,
+                                      std::unordered_map<int64_t, std::string>& failed);
+  void process_rows(const sched::ScheduledSequence& s, const model::LogitsView& logits,
+                    int32_t first_row);
+  void propose_drafts();
   bool step();
 
   const tokenizer::Tokenizer& tok;
   EngineConfig config;
-  model::Transformer model;
-  std::unique_ptr<model::KvStorage> kv_storage;
+  std::shared_ptr<ThreadPool> pool;
+  std::unique_ptr<model::ModelRunner> runner;
   std::unique_ptr<kv::KvCacheManager> kv_cache;
   std::unique_ptr<sched::Scheduler> scheduler;
   KvPoolInfo pool_info;
   std::vector<int32_t> end_ids;
+
+  // Speculation (proposer is null when off).
+  std::unique_ptr<spec::Proposer> proposer;
+  spec::DraftModelProposer* draft_proposer = nullptr;  // proposer, when it runs a draft model
+  std::unique_ptr<spec::DraftLengthPolicy> draft_policy;
+  spec::Verifier verifier;
 
   int64_t next_request_id = 1;
   int64_t next_seq_id = 1;
@@ -116,8 +167,9 @@ struct Engine::Impl {
   std::unordered_map<int64_t, SeqRef> seqs;
 
   kv::StepBatch batch;
-  std::vector<float> logits;
-  std::vector<float> row_copy;
+  kv::StepBatch single;                // one sequence's part of a failed step
+  std::vector<float> isolated_logits;  // rows of a step re-run sequence by sequence
+  std::vector<int32_t> drafts_scratch;
   EngineStats totals;
 };
 
@@ -125,16 +177,24 @@ Engine::Impl::Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& token
                    EngineConfig cfg)
     : tok(tokenizer_ref),
       config(std::move(cfg)),
-      model(file, config.n_threads > 0 ? config.n_threads : physical_core_count()) {
-  if (tok.n_vocab() > model.n_vocab()) {
+      pool(std::make_shared<ThreadPool>(config.n_threads > 0 ? config.n_threads
+                                                             : physical_core_count())) {
+  config.speculative.validate();
+  if (config.speculative.method == spec::Method::kDraft && config.draft_file == nullptr) {
+    throw Error(Error::Kind::kInvalidArgument,
+                "--speculative-method draft needs --draft-model (a model file or name)");
+  }
+  runner = std::make_unique<model::CpuRunner>(file, pool);
+  const model::ModelConfig& model_config = runner->config();
+  if (tok.n_vocab() > runner->n_vocab()) {
     throw Error(Error::Kind::kInvalidFile, "the tokenizer has more tokens than the model's output");
   }
   if (config.block_size < 1 || config.block_size > 1024) {
     throw Error(Error::Kind::kInvalidArgument, "block_size must be in [1, 1024]");
   }
   auto& sc = config.scheduler;
-  const int64_t train_ctx = model.config().n_ctx_train > 0
-                                ? static_cast<int64_t>(model.config().n_ctx_train)
+  const int64_t train_ctx = model_config.n_ctx_train > 0
+                                ? static_cast<int64_t>(model_config.n_ctx_train)
                                 : int64_t{4096};
   if (sc.max_model_len < 0) {
     throw Error(Error::Kind::kInvalidArgument, "max_model_len must be >= 0 (0: the model's)");
@@ -154,36 +214,80 @@ Engine::Impl::Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& token
                 fmt::format("max_num_batched_tokens must be in [1, {}]", kMaxNumBatchedTokens));
   }
   const int32_t n_blocks = pool_blocks(config);
-  kv_storage = std::make_unique<model::KvStorage>(model.config(), config.block_size, n_blocks,
-                                                  config.kv_cache_dtype);
+  runner->allocate_kv(config.block_size, n_blocks, config.kv_cache_dtype);
   kv_cache = std::make_unique<kv::KvCacheManager>(n_blocks, config.block_size,
                                                   config.enable_prefix_caching);
   scheduler = std::make_unique<sched::Scheduler>(sc, *kv_cache);
   try {
-    model.reserve(sc.max_num_batched_tokens, sc.max_num_seqs);
-    logits.resize(static_cast<size_t>(sc.max_num_seqs) * model.n_vocab());
+    // Logits rows: one per sequence, 1 + k when speculating; more grow on demand.
+    const int32_t rows_per_seq = 1 + config.speculative.num_speculative_tokens;
+    runner->reserve(sc.max_num_batched_tokens,
+                    std::min(sc.max_num_seqs * rows_per_seq, sc.max_num_batched_tokens));
   } catch (const std::bad_alloc&) {
     throw Error(Error::Kind::kInvalidArgument,
                 fmt::format("cannot allocate the step buffers for max_num_batched_tokens {} and "
                             "max_num_seqs {} (a vocabulary of {}): lower them",
-                            sc.max_num_batched_tokens, sc.max_num_seqs, model.n_vocab()));
+                            sc.max_num_batched_tokens, sc.max_num_seqs, runner->n_vocab()));
   }
-  row_copy.resize(model.n_vocab());
   end_ids = tok.end_of_generation_ids();
+  if (config.speculative.enabled()) make_proposer(n_blocks);
 
   pool_info.n_blocks = n_blocks;
   pool_info.block_size = config.block_size;
-  pool_info.bytes = static_cast<int64_t>(kv_storage->bytes());
+  pool_info.bytes = static_cast<int64_t>(runner->kv_bytes());
   pool_info.max_model_len = sc.max_model_len;
   pool_info.max_seqs_at_model_len = n_blocks / kv_cache->blocks_for(sc.max_model_len);
   pool_info.max_seqs_at_2k =
       n_blocks / kv_cache->blocks_for(std::min<int64_t>(2048, sc.max_model_len));
 }
 
+void Engine::Impl::make_proposer(int32_t n_blocks) {
+  const spec::SpeculativeConfig& sc = config.speculative;
+  if (sc.method == spec::Method::kNgram) {
+    proposer = std::make_unique<spec::NgramProposer>(sc.prompt_lookup_min, sc.prompt_lookup_max);
+  } else {
+    const gguf::GgufFile& draft_file = *config.draft_file;
+    const tokenizer::Tokenizer draft_tok = tokenizer::Tokenizer::from_gguf(draft_file);
+    check_same_vocabulary(tok, draft_tok);
+    // The draft's matrices are copied into memory of their own (as the target's are), and its
+    // KV pool holds as many tokens as the target's: refuse what cannot fit while nothing runs.
+    const int64_t available = available_memory_bytes();
+    const auto weights = static_cast<int64_t>(draft_file.file_size());
+    if (available > 0 && weights > available) {
+      throw Error(Error::Kind::kInvalidArgument,
+                  fmt::format("--draft-model: its {:.2f} GiB of weights exceed the {:.2f} GiB of "
+                              "memory available",
+                              gib(weights), gib(available)));
+    }
+    auto draft_runner = std::make_unique<model::CpuRunner>(draft_file, pool);
+    if (draft_runner->n_vocab() < tok.n_vocab()) {
+      throw Error(Error::Kind::kInvalidArgument,
+                  "--draft-model: its output has fewer rows than the vocabulary");
+    }
+    if (sc.draft_vocab_size > 0) draft_runner->limit_output_rows(sc.draft_vocab_size);
+    const auto kv_bytes = static_cast<int64_t>(
+        draft_runner->kv_bytes_per_block(config.block_size, config.kv_cache_dtype) *
+        static_cast<size_t>(n_blocks));
+    const int64_t left = available_memory_bytes();
+    if (left > 0 && kv_bytes > left) {
+      throw Error(Error::Kind::kInvalidArgument,
+                  fmt::format("--draft-model: its KV pool of {:.2f} GiB (as many tokens as the "
+                              "target's) exceeds the {:.2f} GiB of memory available",
+                              gib(kv_bytes), gib(left)));
+    }
+    auto draft = std::make_unique<spec::DraftModelProposer>(
+        std::move(draft_runner), config.block_size, n_blocks, config.kv_cache_dtype, tok.n_vocab());
+    draft_proposer = draft.get();
+    proposer = std::move(draft);
+  }
+  draft_policy = std::make_unique<spec::DraftLengthPolicy>(sc, sc.method == spec::Method::kDraft);
+  totals.spec_accepted_per_pos.assign(static_cast<size_t>(sc.num_speculative_tokens), 0);
+}
+
 int32_t Engine::Impl::pool_blocks(const EngineConfig& cfg) const {
   if (cfg.n_kv_blocks > 0) return cfg.n_kv_blocks;
-  const int64_t per_block = static_cast<int64_t>(
-      model::KvStorage::bytes_per_block(model.config(), cfg.block_size, cfg.kv_cache_dtype));
+  const auto per_block =
+      static_cast<int64_t>(runner->kv_bytes_per_block(cfg.block_size, cfg.kv_cache_dtype));
   int64_t budget = cfg.kv_cache_memory;
   // The pool's pages are touched as sequences grow, so a pool larger than the memory left would
   // be accepted here and end, under load, with the kernel's OOM killer taking the server and
@@ -193,8 +297,7 @@ int32_t Engine::Impl::pool_blocks(const EngineConfig& cfg) const {
     throw Error(Error::Kind::kInvalidArgument,
                 fmt::format("kv cache memory {:.2f} GiB (--kv-cache-memory) exceeds the {:.2f} GiB "
                             "of memory available (MemAvailable in /proc/meminfo, model loaded)",
-                            static_cast<double>(budget) / (1 << 30),
-                            static_cast<double>(available) / (1 << 30)));
+                            gib(budget), gib(available)));
   }
   if (budget <= 0) {
     if (cfg.kv_memory_fraction <= 0.0 || cfg.kv_memory_fraction > 0.95) {
@@ -222,7 +325,7 @@ Sample Engine::Impl::make_sample(const Request& request, int32_t index) {
   s.index = index;
   sampling::SamplingParams params = request.params.sampling;
   if (params.seed && index > 0) params.seed = *params.seed + static_cast<uint64_t>(index);
-  s.sampler = std::make_unique<sampling::Sampler>(params, model.n_vocab());
+  s.sampler = std::make_unique<sampling::Sampler>(params, runner->n_vocab());
   s.sampler->set_prompt(request.params.prompt);
   s.detok = std::make_unique<tokenizer::IncrementalDetokenizer>(
       tok, tokenizer::DetokenizerOptions{.stop_strings = request.params.stop,
@@ -239,7 +342,9 @@ void Engine::Impl::emit(Request& request, RequestOutput& out) {
 void Engine::Impl::finish_sample(Request& request, Sample& sample, FinishReason reason,
                                  std::string stop_reason, RequestOutput& out) {
   // Release text held back for a stop string that can no longer complete.
-  if (!sample.detok->stopped()) out.text += sample.detok->finish().text;
+  if (reason != FinishReason::kError && !sample.detok->stopped()) {
+    out.text += sample.detok->finish().text;
+  }
   sample.finished = true;
   out.finished = true;
   out.finish_reason = reason;
@@ -248,6 +353,8 @@ void Engine::Impl::finish_sample(Request& request, Sample& sample, FinishReason 
     sample.n_preemptions = scheduler->info(sample.seq_id).n_preemptions;
     scheduler->remove(sample.seq_id);
   }
+  if (proposer) proposer->remove(sample.seq_id);
+  if (draft_policy) draft_policy->remove(sample.seq_id);
   seqs.erase(sample.seq_id);
   ++request.n_finished;
   const double now = now_seconds();
@@ -261,56 +368,220 @@ void Engine::Impl::finish_sample(Request& request, Sample& sample, FinishReason 
   }
 }
 
-void Engine::Impl::sample_row(Request& request, Sample& sample, std::span<const float> row) {
-  std::copy(row.begin(), row.end(), row_copy.begin());
-  sampling::SampleResult r = sample.sampler->sample(row_copy);
-  sample.sampler->accept(r.token);
-  ++sample.n_generated;
-  ++totals.generation_tokens_total;
+// Ends every unfinished sample of the request with FinishReason::kError and forgets it. The
+// callback may throw too (it is the caller's code); that cannot stop the engine either.
+void Engine::Impl::fail_request(Request& request, const std::string& message) {
+  ++totals.n_failed_requests;
+  const int64_t id = request.id;
+  for (int32_t i = 0; i < request.params.n; ++i) {
+    RequestOutput out;
+    out.index = i;
+    out.error = message;
+    if (static_cast<size_t>(i) < request.samples.size()) {
+      Sample& s = request.samples[static_cast<size_t>(i)];
+      if (s.finished) continue;
+      finish_sample(request, s, FinishReason::kError, {}, out);
+    } else {
+      out.finished = true;
+      out.finish_reason = FinishReason::kError;
+      if (++request.n_finished == request.params.n) {
+        out.request_finished = true;
+        request.metrics.e2e_time = now_seconds() - request.metrics.arrival_time;
+      }
+    }
+    try {
+      emit(request, out);
+    } catch (const std::exception&) {  // nothing more to tell a caller whose callback fails
+    }
+  }
+  requests.erase(id);
+}
+
+// Delivers a verification's tokens (kept drafts, then one sampled token) as if each had been
+// sampled alone: logprobs from its own row, stop rules after each, so a stop inside an accepted
+// run ends the sample right there. One output event carries them all.
+void Engine::Impl::deliver(Request& request, Sample& sample, const spec::Verification& v,
+                           const model::LogitsView& logits, int32_t first_row) {
   const double now = now_seconds();
   if (request.first_token < 0) {
     request.first_token = now;
     request.metrics.time_to_first_token = now - request.metrics.arrival_time;
     request.metrics.prefill_time = now - request.first_scheduled;
   }
-
+  const auto& p = request.params;
   RequestOutput out;
   out.index = sample.index;
-  TokenOutput t;
-  t.id = r.token;
-  t.logprob = r.logprob;
-  t.top_logprobs = std::move(r.top_logprobs);
-  out.tokens.push_back(std::move(t));
+  const auto n_tokens = static_cast<int32_t>(v.tokens.size());
+  for (int32_t j = 0; j < n_tokens; ++j) {
+    const int32_t token = v.tokens[static_cast<size_t>(j)];
+    ++sample.n_generated;
+    ++totals.generation_tokens_total;
+    TokenOutput t;
+    t.id = token;
+    if (sample.sampler->wants_logprobs()) {
+      sampling::SampleResult r;
+      sample.sampler->fill_logprobs(logits.row(first_row + j), r, token);
+      t.logprob = r.logprob;
+      t.top_logprobs = std::move(r.top_logprobs);
+    }
+    out.tokens.push_back(std::move(t));
 
-  const auto& p = request.params;
-  const bool is_eos =
-      !p.ignore_eos && std::find(end_ids.begin(), end_ids.end(), r.token) != end_ids.end();
-  const bool is_stop_id = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), r.token) !=
-                          p.stop_token_ids.end();
-  if (is_eos || is_stop_id) {
-    finish_sample(request, sample, FinishReason::kStop,
-                  is_stop_id ? std::string(tok.token_text(r.token)) : std::string(), out);
-    emit(request, out);
-    return;
-  }
-  tokenizer::DetokenizerOutput text = sample.detok->push(r.token);
-  out.text = std::move(text.text);
-  if (text.stop) {
-    finish_sample(request, sample, FinishReason::kStop, p.stop[*text.stop], out);
-  } else if (sample.n_generated >= p.max_tokens ||
-             static_cast<int64_t>(p.prompt.size()) + sample.n_generated >=
-                 config.scheduler.max_model_len) {
-    finish_sample(request, sample, FinishReason::kLength, {}, out);
-  } else {
-    scheduler->append_token(sample.seq_id, r.token);
+    const bool is_eos =
+        !p.ignore_eos && std::find(end_ids.begin(), end_ids.end(), token) != end_ids.end();
+    const bool is_stop_id = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) !=
+                            p.stop_token_ids.end();
+    if (is_eos || is_stop_id) {
+      finish_sample(request, sample, FinishReason::kStop,
+                    is_stop_id ? std::string(tok.token_text(token)) : std::string(), out);
+      break;
+    }
+    tokenizer::DetokenizerOutput text = sample.detok->push(token);
+    out.text += text.text;
+    if (text.stop) {
+      finish_sample(request, sample, FinishReason::kStop, p.stop[*text.stop], out);
+      break;
+    }
+    if (sample.n_generated >= p.max_tokens ||
+        static_cast<int64_t>(p.prompt.size()) + sample.n_generated >=
+            config.scheduler.max_model_len) {
+      finish_sample(request, sample, FinishReason::kLength, {}, out);
+      break;
+    }
+    // Kept drafts are in the scheduler's tokens already; the last token is new.
+    if (j == n_tokens - 1) scheduler->append_token(sample.seq_id, token);
   }
   emit(request, out);
+}
+
+model::LogitsView Engine::Impl::execute(const kv::StepBatch& step_batch) {
+  if (config.fault_token_id >= 0 &&
+      std::find(step_batch.tokens.begin(), step_batch.tokens.end(), config.fault_token_id) !=
+          step_batch.tokens.end()) {
+    throw Error(Error::Kind::kInternal,
+                fmt::format("injected fault: token {} reached the model", config.fault_token_id));
+  }
+  return runner->execute(step_batch);
+}
+
+// A step's forward pass failed: run each of its sequences alone to find the ones that fail
+// (recorded with the message) and gather the others' logits rows in the step's order. Each
+// sequence rewrites its own positions only, so the rerun leaves the KV state as a good step
+// would.
+model::LogitsView Engine::Impl::execute_isolating(
+    const sched::SchedulerOutput& plan, std::unordered_map<int64_t, std::string>& failed) {
+  const auto n_vocab = static_cast<size_t>(runner->n_vocab());
+  isolated_logits.assign(batch.logits_rows.size() * n_vocab, 0.0f);
+  size_t row = 0;
+  for (const sched::ScheduledSequence& s : plan.scheduled) {
+    const int32_t n_rows = s.samples ? 1 + s.n_draft : 0;
+    single.clear();
+    std::span<const int32_t> all = scheduler->tokens(s.seq_id);
+    single.add_sequence(s.seq_id, all.subspan(s.n_computed_before, s.n_new), s.n_computed_before,
+                        kv_cache->block_table(s.seq_id), n_rows);
+    try {
+      const model::LogitsView one = execute(single);
+      std::memcpy(isolated_logits.data() + row * n_vocab, one.data,
+                  static_cast<size_t>(n_rows) * n_vocab * sizeof(float));
+    } catch (const std::exception& e) {
+      failed[s.seq_id] = e.what();
+    }
+    row += static_cast<size_t>(n_rows);
+  }
+  return model::LogitsView{isolated_logits.data(), static_cast<int32_t>(row),
+                           static_cast<int32_t>(n_vocab)};
+}
+
+// Samples (or verifies drafts) from a scheduled sequence's rows and delivers the tokens.
+void Engine::Impl::process_rows(const sched::ScheduledSequence& s, const model::LogitsView& logits,
+                                int32_t first_row) {
+  auto it = seqs.find(s.seq_id);
+  if (it == seqs.end()) return;  // its request ended earlier in this step
+  Request& request = *it->second.request;
+  const int32_t index = it->second.index;
+  if (index == 0 && !request.forked) {
+    request.forked = true;
+    for (int32_t i = 1; i < request.params.n; ++i) {
+      Sample child = make_sample(request, i);
+      scheduler->fork(s.seq_id, child.seq_id);
+      seqs[child.seq_id] = SeqRef{&request, i};
+      request.samples.push_back(std::move(child));
+    }
+    // Every sample draws its first token from the prompt's logits. Iterate by index: a sample
+    // may finish (and be erased from seqs) while delivering.
+    for (size_t i = 0; i < request.samples.size(); ++i) {
+      Sample& sample = request.samples[i];
+      const spec::Verification v = verifier.verify(*sample.sampler, logits, first_row, {});
+      deliver(request, sample, v, logits, first_row);
+    }
+    return;
+  }
+  Sample& sample = request.samples[static_cast<size_t>(index)];
+  std::span<const int32_t> drafts;
+  if (s.n_draft > 0) {
+    const std::span<const int32_t> all = scheduler->tokens(s.seq_id);
+    drafts_scratch.assign(all.end() - s.n_draft, all.end());
+    drafts = drafts_scratch;
+  }
+  const spec::Verification v = verifier.verify(*sample.sampler, logits, first_row, drafts);
+  if (s.n_draft > 0) {
+    scheduler->accept_draft(s.seq_id, v.n_accepted);
+    ++totals.spec_num_drafts;
+    totals.spec_num_draft_tokens += s.n_draft;
+    totals.spec_num_accepted_tokens += v.n_accepted;
+    for (int32_t j = 0; j < v.n_accepted; ++j) ++totals.spec_accepted_per_pos[static_cast<size_t>(j)];
+    draft_policy->observe_verification(s.seq_id, s.n_draft, v.n_accepted);
+  }
+  deliver(request, sample, v, logits, first_row);
+}
+
+// Drafts for every sequence that just got a token and decodes on; the scheduler computes them
+// in the next step with the rest.
+void Engine::Impl::propose_drafts() {
+  std::vector<int64_t> decoding;
+  std::vector<spec::ProposalRequest> asks;
+  for (const auto& [seq_id, ref] : seqs) {
+    if (!scheduler->has_sequence(seq_id)) continue;
+    const sched::SequenceInfo info = scheduler->info(seq_id);
+    const std::span<const int32_t> tokens = scheduler->tokens(seq_id);
+    if (!info.is_running || info.n_draft != 0 ||
+        info.n_computed + 1 != static_cast<int32_t>(tokens.size()) ||
+        static_cast<int32_t>(tokens.size()) == info.n_prompt) {
+      continue;  // not decoding: prefilling, waiting or not sampled yet
+    }
+    const Sample& sample = ref.request->samples[static_cast<size_t>(ref.index)];
+    decoding.push_back(seq_id);
+    const int32_t room = ref.request->params.max_tokens - sample.n_generated - 1;
+    if (room >= 1) asks.push_back(spec::ProposalRequest{seq_id, tokens, room});
+  }
+  const int32_t k = draft_policy->choose(decoding);
+  if (k == 0 || asks.empty()) {
+    draft_policy->observe_no_drafts(decoding);
+    return;
+  }
+  for (spec::ProposalRequest& a : asks) a.max_drafts = std::min(a.max_drafts, k);
+  std::vector<std::vector<int32_t>> drafts;
+  try {
+    proposer->propose(asks, drafts);
+  } catch (const std::exception&) {
+    // A proposer that fails costs speed, never output: these sequences decode without drafts
+    // (and it forgets their state, which may be half-updated).
+    for (const spec::ProposalRequest& a : asks) proposer->remove(a.seq_id);
+    return;
+  }
+  if (draft_proposer) {
+    for (const auto& pass : draft_proposer->last_passes()) {
+      draft_policy->observe_draft_pass(pass.n_tokens, pass.seconds);
+    }
+  }
+  for (size_t i = 0; i < asks.size(); ++i) {
+    if (!drafts[i].empty()) scheduler->append_draft(asks[i].seq_id, drafts[i]);
+  }
 }
 
 bool Engine::Impl::step() {
   sched::SchedulerOutput plan = scheduler->schedule();
   if (plan.empty()) return false;
-  for (const kv::BlockCopy& c : plan.copies) kv_storage->copy_block(c.src, c.dst);
+  runner->copy_blocks(plan.copies);
 
   batch.clear();
   const double now = now_seconds();
@@ -318,7 +589,7 @@ bool Engine::Impl::step() {
   for (const sched::ScheduledSequence& s : plan.scheduled) {
     std::span<const int32_t> all = scheduler->tokens(s.seq_id);
     batch.add_sequence(s.seq_id, all.subspan(s.n_computed_before, s.n_new), s.n_computed_before,
-                       kv_cache->block_table(s.seq_id), s.samples);
+                       kv_cache->block_table(s.seq_id), s.samples ? 1 + s.n_draft : 0);
     Request& request = *seqs.at(s.seq_id).request;
     if (s.samples && request.first_token < 0) gives_first_token = true;
     if (request.first_scheduled < 0) {
@@ -327,43 +598,48 @@ bool Engine::Impl::step() {
       request.metrics.n_cached_tokens = scheduler->info(s.seq_id).n_cached_prefix;
     }
   }
-  model.forward(batch, *kv_storage, logits.data());
+  std::unordered_map<int64_t, std::string> failed;
+  model::LogitsView logits;
+  try {
+    logits = execute(batch);
+  } catch (const std::exception&) {
+    logits = execute_isolating(plan, failed);
+  }
+  const double forward_seconds = now_seconds() - now;
+  if (draft_policy && failed.empty()) draft_policy->observe_target_step(plan.n_tokens, forward_seconds);
   // Sampling and the hand-off of tokens run on this thread alone. After a long forward pass, or
   // one that gives a request its first token, the pool's workers sleep at once instead of
   // spinning, so a server's I/O thread gets their core for the hand-off (TTFT). Short decode
   // steps keep the spin: waking a sleeping worker costs tens of µs, a large share of them.
-  if (gives_first_token || now_seconds() - now >= kRestAfterForwardSeconds) model.pool().rest();
+  // With a draft model its passes follow at once, so the workers keep spinning for them.
+  if ((gives_first_token || forward_seconds >= kRestAfterForwardSeconds) && !draft_proposer) {
+    runner->rest();
+  }
   scheduler->on_step_done(plan);
   ++totals.n_steps;
 
-  const size_t n_vocab = static_cast<size_t>(model.n_vocab());
-  size_t row = 0;
+  int32_t row = 0;
   for (const sched::ScheduledSequence& s : plan.scheduled) {
-    if (!s.samples) continue;
-    std::span<const float> logits_row(logits.data() + row * n_vocab, n_vocab);
-    ++row;
+    const int32_t first_row = row;
+    row += s.samples ? 1 + s.n_draft : 0;
     auto it = seqs.find(s.seq_id);
-    if (it == seqs.end()) continue;  // finished earlier in this loop (cannot happen today)
+    if (it == seqs.end()) continue;  // its request ended earlier in this loop
     Request& request = *it->second.request;
-    const int32_t index = it->second.index;
-    if (index == 0 && !request.forked) {
-      request.forked = true;
-      for (int32_t i = 1; i < request.params.n; ++i) {
-        Sample child = make_sample(request, i);
-        scheduler->fork(s.seq_id, child.seq_id);
-        seqs[child.seq_id] = SeqRef{&request, i};
-        request.samples.push_back(std::move(child));
-      }
-      // Every sample draws its first token from the prompt's logits. Iterate by index: a
-      // sample may finish (and be erased from seqs) inside sample_row.
-      for (size_t i = 0; i < request.samples.size(); ++i) {
-        sample_row(request, request.samples[i], logits_row);
-      }
-    } else {
-      sample_row(request, request.samples[static_cast<size_t>(index)], logits_row);
+    if (auto f = failed.find(s.seq_id); f != failed.end()) {
+      fail_request(request, "the model failed on this request: " + f->second);
+      continue;
+    }
+    if (!s.samples) continue;
+    try {
+      process_rows(s, logits, first_row);
+    } catch (const std::exception& e) {
+      fail_request(request, std::string("generating this request failed: ") + e.what());
+      continue;
     }
     if (request.n_finished == request.params.n) requests.erase(request.id);
   }
+  if (proposer) propose_drafts();
+  if (draft_proposer) runner->rest();
   if (config.check_invariants) kv_cache->check_invariants();
   return true;
 }
@@ -392,12 +668,12 @@ void Engine::validate(const GenerationRequest& request) const {
                 fmt::format("n: must be in [1, {}]", kMaxSamplesPerRequest));
   }
   for (int32_t id : request.stop_token_ids) {
-    if (id < 0 || id >= e.model.n_vocab()) {
+    if (id < 0 || id >= e.runner->n_vocab()) {
       throw Error(Error::Kind::kInvalidArgument,
                   fmt::format("stop_token_ids: {} is outside the vocabulary", id));
     }
   }
-  request.sampling.validate(e.model.n_vocab());
+  request.sampling.validate(e.runner->n_vocab());
   const int64_t n_prompt = static_cast<int64_t>(request.prompt.size());
   const int64_t limit = e.config.scheduler.max_model_len;
   if (n_prompt + request.max_tokens > limit) {
@@ -464,11 +740,26 @@ void Engine::abort(int64_t request_id) {
   e.requests.erase(it);
 }
 
-bool Engine::step() { return impl_->step(); }
+bool Engine::step() {
+  try {
+    return impl_->step();
+  } catch (const std::exception& e) {
+    // Not traced to a request (the scheduler or the KV manager refused something): end every
+    // request, which frees every block, rather than the process.
+    Impl& im = *impl_;
+    std::vector<int64_t> ids;
+    for (const auto& [id, request] : im.requests) ids.push_back(id);
+    for (int64_t id : ids) {
+      auto it = im.requests.find(id);
+      if (it != im.requests.end()) im.fail_request(*it->second, std::string("engine step failed: ") + e.what());
+    }
+    return true;
+  }
+}
 bool Engine::has_unfinished() const { return !impl_->requests.empty(); }
 const KvPoolInfo& Engine::kv_pool() const { return impl_->pool_info; }
 int64_t Engine::max_model_len() const { return impl_->config.scheduler.max_model_len; }
-int32_t Engine::n_vocab() const { return impl_->model.n_vocab(); }
+int32_t Engine::n_vocab() const { return impl_->runner->n_vocab(); }
 const kv::KvCacheManager& Engine::kv_cache() const { return *impl_->kv_cache; }
 
 double Engine::kv_waste() const {

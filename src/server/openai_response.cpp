@@ -41,6 +41,8 @@ std::string finish_reason_string(engine::FinishReason reason) {
       return "length";
     case engine::FinishReason::kAbort:
       return "abort";
+    case engine::FinishReason::kError:
+      return "error";
     case engine::FinishReason::kNone:
       break;
   }

@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <cmath>
+#include <vector>
 
 namespace llms::server {
 
@@ -40,6 +41,14 @@ class Writer {
     out_ += fmt::format("{}_bucket{{{},le=\"+Inf\"}} {}\n", name, labels_, h.count);
     out_ += fmt::format("{}_sum{{{}}} {}\n", name, labels_, number(h.sum));
     out_ += fmt::format("{}_count{{{}}} {}\n", name, labels_, h.count);
+  }
+  // One counter with an extra label per value: name{labels,label="i"} values[i].
+  void labeled(const char* name, const char* type, const char* help, const char* label,
+               const std::vector<int64_t>& values) {
+    header(name, type, help);
+    for (size_t i = 0; i < values.size(); ++i) {
+      out_ += fmt::format("{}{{{},{}=\"{}\"}} {}\n", name, labels_, label, i, values[i]);
+    }
   }
   std::string take() { return std::move(out_); }
 
@@ -98,6 +107,20 @@ std::string render_prometheus(const engine::EngineMetrics& m, const ServerCounte
               "Histogram of end-to-end request latency in seconds.", m.e2e_request_latency);
   w.histogram("vllm:request_queue_time_seconds",
               "Histogram of time spent in the waiting queue in seconds.", m.request_queue_time);
+  if (m.spec_enabled) {
+    w.scalar("vllm:spec_decode_num_drafts_total", "counter",
+             "Number of spec decoding drafts (verifications of at least one draft token).",
+             static_cast<double>(m.spec_num_drafts));
+    w.scalar("vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.",
+             static_cast<double>(m.spec_num_draft_tokens));
+    w.scalar("vllm:spec_decode_num_accepted_tokens_total", "counter",
+             "Number of accepted tokens.", static_cast<double>(m.spec_num_accepted_tokens));
+    w.labeled("vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+              "Accepted tokens per draft position.", "position", m.spec_accepted_per_pos);
+  }
+  w.scalar("llmserve:requests_failed_total", "counter",
+           "Requests ended by a fault inside the engine (the server went on).",
+           static_cast<double>(m.requests_failed_total));
   w.scalar("llmserve:kv_cache_blocks_total", "gauge", "KV blocks in the pool.", m.kv_blocks_total);
   w.scalar("llmserve:kv_cache_blocks_free", "gauge",
            "KV blocks held by no sequence (cached prefixes included).", m.kv_blocks_free);

@@ -119,6 +119,7 @@ struct Job {
   std::vector<SubRequest> subs;
   int32_t n_open = 0;
   bool ended_by_server = false;  // aborted by the engine (drain), not by the client
+  std::string error;             // a fault in the engine ended a sub-request: what it said
   bool complete = false;
 };
 
@@ -452,6 +453,9 @@ class Session : public std::enable_shared_from_this<Session> {
     if (o.finish_reason == engine::FinishReason::kAbort && !client_gone_) {
       job.ended_by_server = true;
     }
+    if (o.finish_reason == engine::FinishReason::kError && job.error.empty()) {
+      job.error = o.error.empty() ? std::string("the engine failed on this request") : o.error;
+    }
     if (o.request_finished && !sub.finished) {
       sub.finished = true;
       --job.n_open;
@@ -466,7 +470,8 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     const int32_t choice = sub.prompt_index * job.n + o.index;
     if (job.stream) {
-      if (o.finish_reason != engine::FinishReason::kAbort) {
+      if (o.finish_reason != engine::FinishReason::kAbort &&
+          o.finish_reason != engine::FinishReason::kError) {
         sse_.clear();
         job.builder->stream_event(choice, o, job.include_usage, sse_);
         append_chunk(sse_);
@@ -482,7 +487,9 @@ class Session : public std::enable_shared_from_this<Session> {
     job.complete = true;
     if (job.stream) {
       std::string tail;
-      if (job.ended_by_server) {
+      if (!job.error.empty()) {
+        append_sse_event(tail, error_body(500, job.error));
+      } else if (job.ended_by_server) {
         append_sse_event(tail, error_body(503, "The server shut down before the request finished"));
       } else if (job.include_usage) {
         append_sse_event(tail, job.builder->usage_chunk());
@@ -492,6 +499,8 @@ class Session : public std::enable_shared_from_this<Session> {
       append_out("0\r\n\r\n");
       exchange_done_ = true;
       flush();
+    } else if (!job.error.empty()) {
+      send_error(ApiError(500, job.error));
     } else if (job.ended_by_server) {
       send_error(ApiError(503, "The server shut down before the request finished"));
     } else {

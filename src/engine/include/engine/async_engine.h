@@ -52,6 +52,13 @@ struct EngineMetrics {
   int64_t requests_finished_total = 0;
   int32_t kv_blocks_total = 0;
   int32_t kv_blocks_free = 0;
+  int64_t requests_failed_total = 0;
+  // Speculative decoding (vLLM's spec_decode counters), when it is on.
+  bool spec_enabled = false;
+  int64_t spec_num_drafts = 0;
+  int64_t spec_num_draft_tokens = 0;
+  int64_t spec_num_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_pos;
   Histogram time_to_first_token;
   Histogram inter_token_latency;
   Histogram e2e_request_latency;

@@ -8,6 +8,18 @@
 // request in any state and frees its KV blocks at once. The n samples of a request prefill its
 // prompt once and then fork, sharing the prompt's blocks (copy-on-write).
 //
+// The model runs behind a model::ModelRunner (the CPU transformer today): the engine hands it one
+// StepBatch per step and reads back the logits rows it asked for, several per sequence when
+// speculating. With speculation on (config.speculative), sequences that decode get draft tokens
+// from a proposer (spec/), which the scheduler schedules as ordinary query tokens; the verifier
+// keeps exactly what the target model would have produced (greedy: the same tokens; sampling:
+// the same distribution) and the rejected drafts are rolled back in the KV manager.
+//
+// Faults stay inside the requests they concern: an exception thrown while a step runs the model
+// is traced to its sequences (each is re-run alone), and one thrown while sampling, verifying or
+// delivering a request's tokens ends that request; either way the request ends with
+// FinishReason::kError and a message, its blocks are freed and every other request goes on.
+//
 // Threading: an Engine is used from one thread (the engine thread); it holds no locks.
 // Everything a step needs is allocated at construction or on the largest step seen.
 #pragma once
@@ -15,12 +27,14 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/request.h"
 #include "gguf/gguf_file.h"
 #include "kv/kv_budget.h"
 #include "kv/kv_cache_manager.h"
 #include "sched/scheduler.h"
+#include "spec/speculative_config.h"
 #include "tokenizer/tokenizer.h"
 
 namespace llms::engine {
@@ -48,6 +62,14 @@ struct EngineConfig {
   int n_threads = 0;  // 0: one per physical core
   // Check the KV invariants after every step (on in debug builds and tests).
   bool check_invariants = false;
+  // Speculative decoding (off by default). Method kDraft needs draft_file: a model with the
+  // same tokenizer (refused at start naming the first token that differs), which must outlive
+  // the engine; its KV pool holds as many tokens as the target's.
+  spec::SpeculativeConfig speculative;
+  const gguf::GgufFile* draft_file = nullptr;
+  // Fault injection for tests: a step whose batch holds this token id throws inside the model
+  // run, as a failing kernel would. -1: off.
+  int32_t fault_token_id = -1;
 };
 
 struct EngineStats {
@@ -60,6 +82,13 @@ struct EngineStats {
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;
   int64_t n_steps = 0;
+  // Speculative decoding, as vLLM counts it: verifications of at least one draft, drafted and
+  // accepted tokens, and accepted drafts by position (index 0: the first draft of a step).
+  int64_t spec_num_drafts = 0;
+  int64_t spec_num_draft_tokens = 0;
+  int64_t spec_num_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_pos;
+  int64_t n_failed_requests = 0;  // ended by a fault (FinishReason::kError)
 };
 
 struct KvPoolInfo {

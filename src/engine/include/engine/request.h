@@ -27,9 +27,11 @@ struct GenerationRequest {
   int32_t priority = 0;  // lower runs first under the priority policy (as vLLM)
 };
 
-enum class FinishReason { kNone, kStop, kLength, kAbort };
+// kError: a fault inside the step (a failing kernel, a bad token reaching the model) ended the
+// request; RequestOutput::error says what. Other requests are not affected.
+enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
 
-// "stop", "length", "abort" (OpenAI's names), "" while running.
+// "stop", "length", "abort" (OpenAI's names), "error", "" while running.
 const char* finish_reason_name(FinishReason reason);
 
 struct TokenOutput {
@@ -59,6 +61,7 @@ struct RequestOutput {
   bool finished = false;            // last event of this sample
   FinishReason finish_reason = FinishReason::kNone;
   std::string stop_reason;        // the stop string or token that ended it, when one did
+  std::string error;              // with FinishReason::kError: what failed
   bool request_finished = false;  // last event of the whole request; metrics are final
   RequestMetrics metrics;
 };
