@@ -171,7 +171,10 @@ int run_batch(const BatchOptions& opts) {
   auto path = resolve_model(opts.model, opts.cache_dir);
   gguf::GgufFile file = gguf::GgufFile::open(path);
   tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(file);
-  engine::Engine eng(file, tok, opts.engine.to_config());
+  engine::EngineConfig config = opts.engine.to_config();
+  const auto draft = open_draft_model(opts.engine.speculative, opts.cache_dir);
+  config.draft_file = draft.get();
+  engine::Engine eng(file, tok, config);
   const bool progress = opts.progress && isatty(fileno(stderr));
   print_kv_pool(eng, stderr);
 

@@ -80,6 +80,7 @@ json bench_concurrency(engine::Engine& eng, int32_t c, const BenchEngineOptions&
   int64_t n_generated = 0;
   double t_all_first = 0.0;
   int64_t tokens_at_all_first = 0;
+  const engine::EngineStats before = eng.stats();
   const double t0 = now_s();
   for (int32_t i = 0; i < c; ++i) {
     eng.add_request(make_request(random_tokens(rng, o.prompt_len, eng.n_vocab()), o.gen_len),
@@ -110,6 +111,15 @@ json bench_concurrency(engine::Engine& eng, int32_t c, const BenchEngineOptions&
   j["generation_tokens_per_s"] =
       gen_s > 0 ? static_cast<double>(generated - tokens_at_all_first) / gen_s : 0.0;
   j["total_s"] = t_end - t0;
+  const engine::EngineStats after = eng.stats();
+  j["target_steps"] = after.n_steps - before.n_steps;
+  if (!after.spec_accepted_per_pos.empty()) {
+    const int64_t drafted = after.spec_num_draft_tokens - before.spec_num_draft_tokens;
+    const int64_t accepted = after.spec_num_accepted_tokens - before.spec_num_accepted_tokens;
+    j["spec_draft_tokens"] = drafted;
+    j["spec_accepted_tokens"] = accepted;
+    j["spec_acceptance_rate"] = drafted > 0 ? static_cast<double>(accepted) / drafted : 0.0;
+  }
   return j;
 }
 
@@ -197,7 +207,10 @@ int run_bench_engine(const BenchEngineOptions& o) {
   EngineOptions eo = o.engine;
   const int32_t top = levels.empty() ? 1 : *std::max_element(levels.begin(), levels.end());
   eo.max_num_seqs = std::max(eo.max_num_seqs, top);
-  engine::Engine eng(file, tok, eo.to_config());
+  engine::EngineConfig config = eo.to_config();
+  const auto draft = open_draft_model(eo.speculative, o.cache_dir);
+  config.draft_file = draft.get();
+  engine::Engine eng(file, tok, config);
   print_kv_pool(eng, stderr);
   std::mt19937_64 rng(42);
 

@@ -40,6 +40,7 @@ engine::EngineConfig EngineOptions::to_config() const {
         Error::Kind::kInvalidArgument,
         fmt::format("--scheduling-policy: '{}' is not fcfs or priority", scheduling_policy));
   }
+  c.speculative = speculative.to_config();
   return c;
 }
 
@@ -77,6 +78,7 @@ void add_engine_options(CLI::App& cmd, EngineOptions& o) {
   cmd.add_option("--scheduling-policy", o.scheduling_policy, "fcfs or priority")
       ->capture_default_str();
   add_threads_option(cmd, o.threads);
+  add_speculative_options(cmd, o.speculative);
 }
 
 void add_threads_option(CLI::App& cmd, int& threads) {

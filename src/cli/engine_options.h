@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "speculative_options.h"
 
 namespace llms::cli {
 
@@ -22,6 +23,7 @@ struct EngineOptions {
   bool enable_prefix_caching = true;
   std::string scheduling_policy = "fcfs";
   int threads = 0;
+  SpeculativeOptions speculative;
 
   // Throws llms::Error(kInvalidArgument) naming the flag that is wrong.
   engine::EngineConfig to_config() const;

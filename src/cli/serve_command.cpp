@@ -34,6 +34,7 @@ struct ServeOptions {
   std::string max_body = "8MiB";
   server::ServerConfig server;
   EngineOptions engine;
+  int32_t fault_token_id = -1;
 };
 
 int run_serve(ServeOptions& opts) {
@@ -49,7 +50,8 @@ int run_serve(ServeOptions& opts) {
   if (cfg.io_threads < 1 || cfg.io_threads > 64) {
     throw Error(Error::Kind::kInvalidArgument, "--io-threads: must be in [1, 64]");
   }
-  const engine::EngineConfig engine_config = opts.engine.to_config();
+  engine::EngineConfig engine_config = opts.engine.to_config();
+  engine_config.fault_token_id = opts.fault_token_id;
   cfg.max_num_seqs = opts.engine.max_num_seqs;
   if (cfg.served_model_name.empty()) {
     std::filesystem::path p(opts.model);
@@ -67,6 +69,8 @@ int run_serve(ServeOptions& opts) {
   gguf::GgufFile file = gguf::GgufFile::open(path);
   tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(file);
   jinja::Template chat_template = jinja::Template::parse(tokenizer::chat_template_for(file));
+  const auto draft = open_draft_model(opts.engine.speculative, opts.cache_dir);
+  engine_config.draft_file = draft.get();
   auto eng = std::make_unique<engine::Engine>(file, tok, engine_config);
   print_kv_pool(*eng, stderr);
   engine::AsyncEngine async(std::move(eng));
@@ -110,6 +114,10 @@ void add_serve_command(CLI::App& app, int& exit_code) {
                   "On SIGTERM: seconds in-flight requests may take to finish")
       ->capture_default_str();
   cmd->add_option("--io-threads", s.io_threads, "HTTP event-loop threads")->capture_default_str();
+  // Tests only (hidden): a step holding this token id fails inside the model run.
+  cmd->add_option("--debug-fault-token-id", opts->fault_token_id,
+                  "Fault injection for tests: a step holding this token id fails")
+      ->group("");
   cmd->add_option("--max-n", s.limits.max_n, "Largest n (samples per prompt)")
       ->capture_default_str();
   add_engine_options(*cmd, opts->engine);
