@@ -16,6 +16,11 @@ prompt, whose answer repeats it: the prompt-lookup case). Configurations: plain,
 (full head) and draft-v32k (the draft's head over the first 32,768 token ids), k = --k.
 Prints {"workloads": {name: {config: {"decode_tok_s": median, "ratio_vs_plain": median of the
 per-round ratios, "acceptance": ..., "tokens_per_target_pass": ..., "same_text": ...}}}}.
+
+With --batched C1,C2,..., runs `llmserve bench-engine` (random 64-token prompts, 64 generated,
+greedy) at those concurrencies instead, each configuration in turn per round, and prints the
+generation tok/s and its ratio to plain per concurrency: the load-adaptive check (speculation must
+not cost batched throughput).
 """
 
 import argparse
@@ -26,13 +31,14 @@ import statistics
 import subprocess
 import sys
 
+# Raw completion prompts (no chat template), so llama.cpp's tools get the very same tokens.
 CODE_PROMPTS = [
-    "Write a Python function that returns the n-th Fibonacci number iteratively, with a docstring, "
-    "type hints and a few doctests.",
-    "Write a C function that reverses a singly linked list in place, with the struct definition "
-    "and a small main() that tests it.",
-    "Write a Python class BankAccount with deposit, withdraw and balance methods that refuse "
-    "negative amounts and overdrafts, with docstrings.",
+    "# Python 3: the n-th Fibonacci number, iteratively, with a docstring and doctests.\n"
+    "def fibonacci(n: int) -> int:\n",
+    "/* C: reverse a singly linked list in place, with a small test in main(). */\n"
+    "#include <stdio.h>\n#include <stdlib.h>\n\n",
+    "# Python 3: a bank account that refuses negative amounts and overdrafts.\n"
+    "class BankAccount:\n",
 ]
 
 EDIT_CODE = '''import json
@@ -73,16 +79,16 @@ if __name__ == "__main__":
 '''
 
 EDIT_PROMPTS = [
-    "Rename the function process_items to clean_items everywhere in this code and return the "
-    "complete code, unchanged otherwise:\n\n```python\n" + EDIT_CODE + "```",
-    "Add type hints to every function in this code and return the complete code, unchanged "
-    "otherwise:\n\n```python\n" + EDIT_CODE + "```",
+    "```python\n" + EDIT_CODE + "```\n\nThe same code with process_items renamed to "
+    "clean_items everywhere, unchanged otherwise:\n\n```python\n",
+    "```python\n" + EDIT_CODE + "```\n\nThe same code with type hints on every function, "
+    "unchanged otherwise:\n\n```python\n",
 ]
 
 
 def run_ours(binary, model, prompt, n, extra):
-    cmd = [binary, "run", "-m", model, "--chat", "-p", prompt, "-n", str(n), "--temp", "0",
-           "--json"] + extra
+    cmd = [binary, "run", "-m", model, "-p", prompt, "-n", str(n), "--temp", "0",
+           "--ignore-eos", "--json"] + extra
     p = subprocess.run(cmd, capture_output=True, text=True, check=True)
     stats = json.loads(p.stderr.strip().splitlines()[-1])
     stats["text"] = p.stdout
@@ -90,27 +96,68 @@ def run_ours(binary, model, prompt, n, extra):
 
 
 def run_llama(binary, target, draft, prompt, n, k, kind):
-    """llama.cpp's own tools on the same files (set with --llama-spec / --llama-plain)."""
+    """llama.cpp's own tools on the same files and prompt: llama-completion (plain) or
+    llama-speculative-simple (draft-simple with the draft model, or ngram-simple), greedy, 2
+    threads. Speed: generation tokens over generation time as each tool reports them."""
+    common = ["-m", target, "-p", prompt, "-n", str(n), "-t", "2", "--temp", "0", "--top-k", "1",
+              "--seed", "42", "-c", "4096", "--color", "off", "--no-log-timestamps",
+              "--no-log-prefix", "--ignore-eos"]
     if kind == "plain":
-        cmd = [binary, "-m", target, "-p", prompt, "-n", str(n), "-t", "2", "--temp", "0",
-               "-no-cnv", "--no-warmup"]
+        cmd = [binary] + common + ["-no-cnv"]
+    elif kind == "draft":
+        cmd = [binary] + common + ["-md", draft, "-td", "2", "--spec-type", "draft-simple",
+                                   "--spec-draft-n-max", str(k), "-lv", "4"]
     else:
-        cmd = [binary, "-m", target, "-p", prompt, "-n", str(n), "-t", "2", "-td", "2",
-               "--temp", "0", "--draft-max", str(k), "--draft-min", "0"]
-        if kind == "draft":
-            cmd += ["-md", draft]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    log = p.stdout + p.stderr
+        cmd = [binary] + common + ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3",
+                                   "--spec-ngram-simple-size-m", str(k), "-lv", "4"]
+    p = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    log = p.stderr
     speed = None
     m = re.search(r"decoded\s+(\d+)\s+tokens in\s+([\d.]+) seconds, speed:\s+([\d.]+) t/s", log)
     if m:
         speed = float(m.group(3))
-    m = re.search(r"eval time =.*?\(\s*[\d.]+ ms per token,\s+([\d.]+) tokens per second\)", log)
+    m = re.search(r"\n\S*\s*eval time =\s*[\d.]+ ms /\s*\d+ runs.*?([\d.]+) tokens per second", log)
     if speed is None and m:
         speed = float(m.group(1))
     accept = re.search(r"accept\s*=\s*([\d.]+)%", log)
-    return {"decode_tokens_per_s": speed, "acceptance_rate":
-            float(accept.group(1)) / 100 if accept else None, "returncode": p.returncode}
+    return {"decode_tokens_per_s": speed, "returncode": p.returncode,
+            "acceptance_rate": float(accept.group(1)) / 100 if accept else None}
+
+
+def batched(args, configs):
+    per = {}  # (config, concurrency) -> [tok/s per round]
+    ratios = {}
+    raw = open(args.raw, "w") if args.raw else None
+    names = list(configs)
+    for rnd in range(args.rounds):
+        order = names[rnd % len(names):] + names[:rnd % len(names)]
+        got = {}
+        for name in order:
+            cmd = [args.bin, "bench-engine", "-m", args.target, "--concurrency", args.batched,
+                   "--prompt-len", "64", "--gen-len", "64", "--skip-prefix", "--skip-waste",
+                   "--max-num-seqs", "64"] + configs[name]
+            p = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            report = json.loads(p.stdout)
+            got[name] = {r["concurrency"]: r for r in report["batched_generation"]}
+            if raw:
+                raw.write(json.dumps({"round": rnd + 1, "config": name, "report": report}) + "\n")
+                raw.flush()
+        for name, rows in got.items():
+            for c, r in rows.items():
+                per.setdefault((name, c), []).append(r["generation_tokens_per_s"])
+                if "plain" in got:
+                    ratios.setdefault((name, c), []).append(
+                        r["generation_tokens_per_s"] / got["plain"][c]["generation_tokens_per_s"])
+        print(f"round {rnd + 1}: " + "; ".join(
+            f"{n} " + "/".join(f"{got[n][c]['generation_tokens_per_s']:.1f}" for c in sorted(got[n]))
+            for n in order), file=sys.stderr)
+    out = {"batched": {}}
+    for (name, c), xs in sorted(per.items()):
+        out["batched"].setdefault(name, {})[str(c)] = {
+            "generation_tok_s": statistics.median(xs),
+            "ratio_vs_plain": statistics.median(ratios[(name, c)]) if (name, c) in ratios else None,
+            "ratios": [round(x, 3) for x in ratios.get((name, c), [])]}
+    print(json.dumps(out, indent=2))
 
 
 def main():
@@ -124,10 +171,11 @@ def main():
     ap.add_argument("--workloads", default="code,edit")
     ap.add_argument("--configs", default="plain,ngram,draft,draft-v32k")
     ap.add_argument("--llama-spec", help="llama-speculative-simple, run on the code workload")
-    ap.add_argument("--llama-plain", help="llama.cpp plain generation (llama-cli)")
+    ap.add_argument("--llama-plain", help="llama.cpp plain generation (llama-completion)")
     ap.add_argument("--target-file", help="the target GGUF path (for llama.cpp)")
     ap.add_argument("--draft-file", help="the draft GGUF path (for llama.cpp)")
     ap.add_argument("--raw", help="also write every run here, one JSON line each")
+    ap.add_argument("--batched", help="concurrencies for bench-engine, e.g. 1,4,16,32,64")
     args = ap.parse_args()
 
     k = str(args.k)
@@ -140,6 +188,8 @@ def main():
     }
     wanted = args.configs.split(",")
     configs = {name: extra for name, extra in configs.items() if name in wanted}
+    if args.batched:
+        return batched(args, configs)
     workloads = {"code": CODE_PROMPTS, "edit": EDIT_PROMPTS}
     workloads = {w: workloads[w] for w in args.workloads.split(",")}
     raw = open(args.raw, "w") if args.raw else None
@@ -196,7 +246,9 @@ def main():
             "ratios": [round(r["ratio_vs_plain"], 3) for r in recs if r.get("ratio_vs_plain")],
             "acceptance": med([r["acceptance_rate"] for r in recs]),
             "tokens_per_target_pass": med([r["tokens_per_target_pass"] for r in recs]),
-            "same_text": all(r.get("same_text", True) for r in recs),
+            # Only llmserve's runs are compared (llama.cpp's text is not captured).
+            "same_text": (all(r["same_text"] for r in recs) if all("same_text" in r for r in recs)
+                          else None),
             "n_runs": len(recs),
         }
     try:

@@ -55,6 +55,7 @@ struct SampleResult {
   json logprobs = nullptr;
   std::string finish_reason;
   std::string stop_reason;
+  std::string error;  // finish_reason "error": what failed
 };
 
 struct LineResult {
@@ -138,6 +139,7 @@ json sample_json(const SampleResult& s, size_t index) {
             {"finish_reason", s.finish_reason},
             {"stop_reason", s.stop_reason.empty() ? json(nullptr) : json(s.stop_reason)}};
   if (!s.logprobs.is_null()) j["logprobs"] = s.logprobs;
+  if (!s.error.empty()) j["error"] = s.error;
   return j;
 }
 
@@ -208,6 +210,7 @@ int run_batch(const BatchOptions& opts) {
         if (o.finished) {
           s.finish_reason = engine::finish_reason_name(o.finish_reason);
           s.stop_reason = o.stop_reason;
+          s.error = o.error;
         }
         if (o.request_finished) {
           r.metrics = o.metrics;

@@ -539,6 +539,7 @@ void Engine::Impl::process_rows(const sched::ScheduledSequence& s, const model::
 void Engine::Impl::propose_drafts() {
   std::vector<int64_t> decoding;
   std::vector<spec::ProposalRequest> asks;
+  int64_t n_other_tokens = 0;  // prompt tokens still to compute: the next step's other work
   for (const auto& [seq_id, ref] : seqs) {
     if (!scheduler->has_sequence(seq_id)) continue;
     const sched::SequenceInfo info = scheduler->info(seq_id);
@@ -546,14 +547,19 @@ void Engine::Impl::propose_drafts() {
     if (!info.is_running || info.n_draft != 0 ||
         info.n_computed + 1 != static_cast<int32_t>(tokens.size()) ||
         static_cast<int32_t>(tokens.size()) == info.n_prompt) {
-      continue;  // not decoding: prefilling, waiting or not sampled yet
+      // Not decoding: prefilling, waiting, or preempted and recomputing.
+      n_other_tokens += static_cast<int64_t>(tokens.size()) - info.n_computed;
+      continue;
     }
     const Sample& sample = ref.request->samples[static_cast<size_t>(ref.index)];
     decoding.push_back(seq_id);
     const int32_t room = ref.request->params.max_tokens - sample.n_generated - 1;
     if (room >= 1) asks.push_back(spec::ProposalRequest{seq_id, tokens, room});
   }
-  const int32_t k = draft_policy->choose(decoding);
+  const auto budget = static_cast<int64_t>(config.scheduler.max_num_batched_tokens);
+  const int32_t k = draft_policy->choose(
+      decoding, static_cast<int32_t>(std::min(n_other_tokens, std::max<int64_t>(
+                                                                  budget - ssize(decoding), 0))));
   if (k == 0 || asks.empty()) {
     draft_policy->observe_no_drafts(decoding);
     return;

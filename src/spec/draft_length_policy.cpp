@@ -25,32 +25,40 @@ void StepCostModel::observe(int32_t n_tokens, double seconds) {
     return;
   }
   if (mean_.empty()) mean_.assign(static_cast<size_t>(kMaxTokens) + 1, -1.0);
-  double& m = mean_[static_cast<size_t>(n_tokens)];
-  m = m < 0.0 ? seconds : m * kForget + seconds * (1.0 - kForget);
+  const auto update = [](double& m, double x) { m = m < 0.0 ? x : m * kForget + x * (1.0 - kForget); };
+  update(mean_[static_cast<size_t>(n_tokens)], seconds);
+  if (n_tokens <= kFloorTokens) update(floor_, seconds);
+  if (n_tokens >= kSlopeTokens) update(slope_, seconds / n_tokens);
   ++n_;
 }
 
 double StepCostModel::predict(int32_t n_tokens) const {
-  const auto prior = [](double t) { return 1.0 + t / 32.0; };
   n_tokens = std::clamp(n_tokens, 1, kMaxTokens);
-  if (n_ == 0) return prior(n_tokens);  // relative units until a step is measured
+  if (n_ == 0) return std::max(kPriorKnee, static_cast<double>(n_tokens));  // relative units
   if (mean_[static_cast<size_t>(n_tokens)] >= 0.0) return mean_[static_cast<size_t>(n_tokens)];
-  int32_t below = n_tokens - 1;
-  while (below >= 1 && mean_[static_cast<size_t>(below)] < 0.0) --below;
-  int32_t above = n_tokens + 1;
-  while (above <= kMaxTokens && mean_[static_cast<size_t>(above)] < 0.0) ++above;
-  if (below >= 1 && above <= kMaxTokens) {
-    const double lo = mean_[static_cast<size_t>(below)];
-    const double hi = mean_[static_cast<size_t>(above)];
-    return lo + (hi - lo) * (n_tokens - below) / static_cast<double>(above - below);
+  double a = floor_;
+  double b = slope_;
+  if (a < 0.0 && b < 0.0) {
+    // Only middle sizes seen: the roofline through the nearest one, knee at the prior's.
+    int32_t near = 1;
+    for (int32_t d = 1; d <= kMaxTokens; ++d) {
+      if (n_tokens - d >= 1 && mean_[static_cast<size_t>(n_tokens - d)] >= 0.0) {
+        near = n_tokens - d;
+        break;
+      }
+      if (n_tokens + d <= kMaxTokens && mean_[static_cast<size_t>(n_tokens + d)] >= 0.0) {
+        near = n_tokens + d;
+        break;
+      }
+    }
+    b = mean_[static_cast<size_t>(near)] / std::max(kPriorKnee, static_cast<double>(near));
+    a = b * kPriorKnee;
+  } else if (a < 0.0) {
+    a = b * kPriorKnee;
+  } else if (b < 0.0) {
+    b = a / kPriorKnee;
   }
-  // Outside the measured sizes, guess low, so the size gets tried and measured: above them the
-  // memory-bound shape, below them a cost proportional to the tokens (a guess too high would
-  // never be corrected, since a size predicted too costly is never run).
-  if (below >= 1) {
-    return mean_[static_cast<size_t>(below)] * prior(n_tokens) / prior(below);
-  }
-  return mean_[static_cast<size_t>(above)] * n_tokens / static_cast<double>(above);
+  return std::max(a, b * n_tokens);
 }
 
 DraftLengthPolicy::DraftLengthPolicy(const SpeculativeConfig& config, bool drafting_costs)
@@ -83,19 +91,21 @@ double DraftLengthPolicy::acceptance(int64_t seq_id) const {
   return (a.kept + kPriorTrials * global) / (a.kept + a.rejected + kPriorTrials);
 }
 
-int32_t DraftLengthPolicy::choose(std::span<const int64_t> decoding) const {
+int32_t DraftLengthPolicy::choose(std::span<const int64_t> decoding,
+                                  int32_t n_other_tokens) const {
   const int32_t k_max = config_.num_speculative_tokens;
   const auto n_seqs = static_cast<int32_t>(decoding.size());
   if (!config_.enabled() || n_seqs == 0) return 0;
   if (config_.disable_by_batch_size > 0 && n_seqs > config_.disable_by_batch_size) return 0;
   if (config_.fixed_length) return k_max;
+  const int32_t others = std::max(n_other_tokens, 0);
   const auto rate = [&](int32_t k) {
-    double tokens = 0.0;
+    double tokens = others;
     for (int64_t seq_id : decoding) {
       const double alpha = std::min(acceptance(seq_id), 0.999);
       tokens += (1.0 - std::pow(alpha, k + 1)) / (1.0 - alpha);
     }
-    double cost = target_.predict(n_seqs * (1 + k));
+    double cost = target_.predict(others + n_seqs * (1 + k));
     if (drafting_costs_ && k > 0) {
       // Before the draft's first pass is timed, take it as a third of a target step.
       const double pass = draft_.n_observations() > 0 ? draft_.predict(n_seqs)
@@ -104,18 +114,21 @@ int32_t DraftLengthPolicy::choose(std::span<const int64_t> decoding) const {
     }
     return tokens / cost;
   };
+  // A longer draft must beat a shorter one by 2 %, and speculating at all must beat not
+  // speculating by 10 %: the costs are estimates (a step's cost moves by several per cent from
+  // one to the next, and sizes between measured ones are interpolated), and a draft that only
+  // ties spends its proposals for nothing. Near the point where steps turn compute-bound the
+  // predicted gain is small, so this keeps batched throughput from paying for a guess.
   int32_t best_k = 0;
-  double best_rate = rate(0);
+  double best_rate = 0.0;
   for (int32_t k = 1; k <= k_max; ++k) {
-    // A longer draft must win by a margin: the costs are estimates, and a draft that only ties
-    // spends its proposals for nothing.
     const double r = rate(k);
-    if (r > best_rate * 1.02) {
+    if (best_k == 0 || r > best_rate * 1.02) {
       best_rate = r;
       best_k = k;
     }
   }
-  return best_k;
+  return best_rate > rate(0) * 1.10 ? best_k : 0;
 }
 
 }  // namespace llms::spec

@@ -1,7 +1,6 @@
 // spec::StepCostModel and spec::DraftLengthPolicy. The cost model: a measured size predicts its
-// running mean (converging to a changed cost); sizes between measured ones are linearly
-// interpolated (exact points of a known line are reproduced within 1 %); above the measured
-// sizes it extrapolates with the memory-bound shape 1 + T / 32, below them proportionally to T.
+// running mean (converging to a changed cost); other sizes follow the roofline max(a, b T) fitted
+// to small steps (a) and prompt chunks (b), the missing half from the prior knee.
 // The policy: 0 when disabled, with no sequence, or past disable_by_batch_size; fixed_length
 // gives num_speculative_tokens; a memory-bound step with high acceptance speculates, a
 // compute-bound one does not (32 sequences), low acceptance lowers k, expensive draft passes
@@ -31,32 +30,35 @@ TEST(StepCostModel, AMeasuredSizePredictsItsRunningMean) {
   EXPECT_EQ(m.n_observations(), 62);
 }
 
-TEST(StepCostModel, ExactPointsOfALineAreReproducedBetweenThem) {
-  const double a = 0.004, b = 0.00025;  // t = a + b T
+TEST(StepCostModel, OtherSizesFollowTheFittedRoofline) {
+  // A decode step (1 token) measures the floor a, a prompt chunk (128 tokens) the slope b.
+  const double a = 0.012, b = 0.0023;
   StepCostModel m;
-  for (int32_t t = 1; t <= 2048; t *= 2) m.observe(t, a + b * t);
-  for (int32_t t : {1, 3, 5, 12, 17, 100, 300, 1000, 1500, 2048}) {
-    const double want = a + b * t;
-    EXPECT_NEAR(m.predict(t), want, 0.01 * want) << "T = " << t;
-  }
-  // Linear interpolation between two measured sizes, exactly.
-  StepCostModel two;
-  two.observe(4, 1.0);
-  two.observe(12, 3.0);
-  EXPECT_DOUBLE_EQ(two.predict(8), 2.0);
-  EXPECT_DOUBLE_EQ(two.predict(6), 1.5);
+  m.observe(1, a);
+  m.observe(128, b * 128);
+  EXPECT_NEAR(m.predict(2), a, 1e-12);   // below the knee: the floor
+  EXPECT_NEAR(m.predict(5), a, 1e-12);
+  EXPECT_NEAR(m.predict(16), b * 16, 1e-12);  // past it: the arithmetic
+  EXPECT_NEAR(m.predict(300), b * 300, 1e-12);
+  // A measured size keeps its own mean.
+  m.observe(16, 0.050);
+  EXPECT_DOUBLE_EQ(m.predict(16), 0.050);
 }
 
-TEST(StepCostModel, OutsideTheMeasuredSizesItGuessesLow) {
-  StepCostModel m;
-  for (int i = 0; i < 5; ++i) m.observe(8, 0.010);
-  // Above: the memory-bound shape through the measurement, t(T) = t(8) (1 + T/32) / (1 + 8/32)
-  // (a prior slope b = a / 32).
-  EXPECT_NEAR(m.predict(40), 0.010 * 2.25 / 1.25, 1e-12);
-  EXPECT_NEAR(m.predict(72), 0.010 * 3.25 / 1.25, 1e-12);
-  // Below: proportional to T.
-  EXPECT_NEAR(m.predict(4), 0.005, 1e-12);
-  EXPECT_NEAR(m.predict(1), 0.00125, 1e-12);
+TEST(StepCostModel, AMissingHalfOfTheRooflineComesFromThePriorKnee) {
+  StepCostModel only_prompt;  // the first decision of a server: only a prompt chunk measured
+  only_prompt.observe(64, 0.064);
+  EXPECT_NEAR(only_prompt.predict(1), 0.001 * StepCostModel::kPriorKnee, 1e-12);
+  EXPECT_NEAR(only_prompt.predict(5), 0.001 * StepCostModel::kPriorKnee, 1e-12);
+  EXPECT_NEAR(only_prompt.predict(32), 0.032, 1e-12);
+  StepCostModel only_decode;
+  only_decode.observe(1, 0.016);
+  EXPECT_NEAR(only_decode.predict(4), 0.016, 1e-12);
+  EXPECT_NEAR(only_decode.predict(32), 0.016 / StepCostModel::kPriorKnee * 32, 1e-12);
+  StepCostModel middle;  // neither: the roofline through the nearest measured size
+  middle.observe(16, 0.032);
+  EXPECT_NEAR(middle.predict(32), 0.064, 1e-12);
+  EXPECT_NEAR(middle.predict(4), 0.002 * StepCostModel::kPriorKnee, 1e-12);
 }
 
 SpeculativeConfig ngram(int32_t k) {

@@ -5,22 +5,26 @@
 // a plain decode step (memory-bound: the weights are read once either way) and enough drafts are
 // kept. Neither is fixed: a step's cost grows with its tokens as the batch becomes compute-bound,
 // and acceptance depends on the text. So both are measured:
-// - step cost: t(T) seconds for a target step of T tokens, a running mean per step size, read
-//   between measured sizes by linear interpolation (the cost is flat while the weights' reads
-//   dominate and grows with T once arithmetic does, so no single line fits both a 74-token
-//   prefill and a 5-token verification); outside the measured sizes it guesses low (above them
-//   the memory-bound shape 1 + T / 32, below them proportional to T), so that an unmeasured size
-//   gets tried and measured rather than ruled out by a guess. Likewise the draft's pass cost d(T).
+// - step cost: t(T) seconds for a target step of T tokens. A size seen before predicts its running
+//   mean. Any other size comes from a roofline fitted to the steps seen: t(T) = max(a, b T),
+//   where a, the floor of reading the weights once, is the running mean of the smallest steps
+//   (at most kFloorTokens tokens) and b, the arithmetic per token, the running mean of t / T over
+//   steps of at least kSlopeTokens tokens (prompt chunks); until one of the two is measured it is
+//   taken as the other times (or over) kPriorKnee, a knee at 8 tokens. A step of a few tokens then
+//   costs what one token does, and one past the knee grows with its tokens, as on a CPU where a
+//   decode step reads the weights once and a prompt chunk is bound by arithmetic. Likewise the
+//   draft's pass cost d(T).
 // - acceptance: the chance that a draft at a reached position is kept (alpha), counted over all
 //   recent verifications (the global rate, starting at 0.7) and per sequence, where the global
 //   rate stands in for 4 drafts of evidence, so one early rejection does not stop a sequence from
 //   speculating; counts decay, and a sequence that does not speculate drifts back to the global
 //   rate.
-// With B sequences decoding this step, k drafts each, the expected tokens of sequence s are
-// (1 - alpha_s^(k+1)) / (1 - alpha_s) (geometric acceptance), so the step's rate is
-//   sum_s E_s(k) / (t(B (1 + k)) + k d(B)),
-// and the policy takes the k in [0, k_max] that maximises it (0 = no speculation: at high
-// concurrency the step is compute-bound and every draft costs a full token). A fixed limit
+// With B sequences decoding this step, k drafts each, and P other tokens in the step (prompt
+// chunks), the expected tokens of sequence s are (1 - alpha_s^(k+1)) / (1 - alpha_s) (geometric
+// acceptance), so the step's rate, a prompt token counting as much as a generated one, is
+//   (sum_s E_s(k) + P) / (t(P + B (1 + k)) + k d(B)),
+// and the policy takes the k in [1, k_max] that maximises it, if it beats k = 0 by 10 % (0 = no
+// speculation: at high concurrency the step is compute-bound and every draft costs a full token). A fixed limit
 // (disable_by_batch_size) and a fixed length (tests) are available too.
 #pragma once
 
@@ -33,17 +37,22 @@
 
 namespace llms::spec {
 
-// Seconds per step by step size (tokens): a running mean per size up to kMaxTokens, linear
-// interpolation between measured sizes, optimistic guesses outside them.
+// Seconds per step by step size (tokens): the running mean of each size seen, and a roofline
+// max(a, b T) fitted to them for the others.
 class StepCostModel {
  public:
   static constexpr int32_t kMaxTokens = 4096;
+  static constexpr int32_t kFloorTokens = 2;   // steps this small measure the floor a
+  static constexpr int32_t kSlopeTokens = 64;  // steps this large measure the slope b
+  static constexpr double kPriorKnee = 8.0;    // a = b kPriorKnee until both are measured
   void observe(int32_t n_tokens, double seconds);
   double predict(int32_t n_tokens) const;
   int64_t n_observations() const { return n_; }
 
  private:
   std::vector<double> mean_;  // by size; < 0: not measured
+  double floor_ = -1.0;       // a; < 0: not measured
+  double slope_ = -1.0;       // b; < 0: not measured
   int64_t n_ = 0;
 };
 
@@ -61,8 +70,9 @@ class DraftLengthPolicy {
   void observe_no_drafts(std::span<const int64_t> decoding);
   void remove(int64_t seq_id) { acceptance_.erase(seq_id); }
 
-  // The draft length for this step, when these sequences decode in it.
-  int32_t choose(std::span<const int64_t> decoding) const;
+  // The draft length for the next step, when these sequences decode in it beside about
+  // n_other_tokens other tokens (prompt chunks).
+  int32_t choose(std::span<const int64_t> decoding, int32_t n_other_tokens = 0) const;
 
   double acceptance(int64_t seq_id) const;
 
