@@ -11,7 +11,8 @@
 // scheduler as tokens to compute. The next step computes them with the rest and returns 1 + k
 // rows for the sequence; spec::Verifier keeps a prefix of the drafts plus one token, the
 // scheduler rolls the rest back, and the kept tokens go through the stop rules one by one as
-// if each had been sampled alone. Without drafts a step is the plain decode step.
+// if each had been sampled alone. Without drafts a step is the plain decode step. The proposer
+// and the drafts are in speculation.cpp; the state both files share in engine_impl.h.
 #include "engine/engine.h"
 
 #include <fmt/core.h>
@@ -20,18 +21,13 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <new>
-#include <optional>
 #include <unordered_map>
-#include <unordered_set>
 
+#include "engine_impl.h"
 #include "kv/step_batch.h"
 #include "model/cpu_runner.h"
 #include "sampling/sampler.h"
-#include "spec/draft_length_policy.h"
-#include "spec/draft_model_proposer.h"
-#include "spec/ngram_proposer.h"
 #include "spec/verifier.h"
 #include "tokenizer/detokenizer.h"
 #include "util/error.h"
@@ -55,123 +51,11 @@ const char* finish_reason_name(FinishReason reason) {
   return "";
 }
 
-namespace {
+using detail::available_memory_bytes;
+using detail::gib;
+using detail::kRestAfterForwardSeconds;
+using detail::now_seconds;
 
-using Clock = std::chrono::steady_clock;
-
-// A forward pass at least this long lets the pool rest afterwards (see Impl::step).
-constexpr double kRestAfterForwardSeconds = 2e-3;
-
-double now_seconds() {
-  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
-}
-
-// MemAvailable from /proc/meminfo in bytes, or 0 when unknown.
-int64_t available_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t value = 0;
-  std::string unit;
-  while (in >> key >> value >> unit) {
-    if (key == "MemAvailable:") return value * 1024;
-  }
-  return 0;
-}
-
-double gib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 30); }
-
-struct Sample {
-  int64_t seq_id = 0;
-  int32_t index = 0;
-  std::unique_ptr<sampling::Sampler> sampler;
-  std::unique_ptr<tokenizer::IncrementalDetokenizer> detok;
-  int32_t n_generated = 0;
-  bool finished = false;
-  int32_t n_preemptions = 0;
-};
-
-struct Request {
-  int64_t id = 0;
-  GenerationRequest params;
-  OutputCallback on_output;
-  std::vector<Sample> samples;  // samples[0] is the parent; the rest appear at the fork
-  bool forked = false;
-  int32_t n_finished = 0;
-  double first_scheduled = -1.0;
-  double first_token = -1.0;
-  RequestMetrics metrics;
-};
-
-// The draft model must speak the target's tokenizer: same vocabulary, token for token.
-void check_same_vocabulary(const tokenizer::Tokenizer& target, const tokenizer::Tokenizer& draft) {
-  const int32_t n = std::min(target.n_vocab(), draft.n_vocab());
-  for (int32_t id = 0; id < n; ++id) {
-    if (target.token_text(id) != draft.token_text(id)) {
-      throw Error(Error::Kind::kInvalidArgument,
-                  fmt::format("--draft-model: its vocabulary differs from the target's at token "
-                              "{} ('{}' in the draft, '{}' in the target)",
-                              id, draft.token_text(id), target.token_text(id)));
-    }
-  }
-  if (target.n_vocab() != draft.n_vocab()) {
-    throw Error(Error::Kind::kInvalidArgument,
-                fmt::format("--draft-model: its vocabulary has {} tokens, the target's {}",
-                            draft.n_vocab(), target.n_vocab()));
-  }
-}
-
-}  // namespace
-
-struct Engine::Impl {
-  Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& tok, EngineConfig cfg);
-
-  int32_t pool_blocks(const EngineConfig& cfg) const;
-  void make_proposer(int32_t n_blocks);
-  Sample make_sample(const Request& request, int32_t index);
-  void deliver(Request& request, Sample& sample, const spec::Verification& v,
-               const model::LogitsView& logits, int32_t first_row);
-  void finish_sample(Request& request, Sample& sample, FinishReason reason, std::string stop_reason,
-                     RequestOutput& out);
-  void fail_request(Request& request, const std::string& message);
-  void emit(Request& request, RequestOutput& out);
-  model::LogitsView execute(const kv::StepBatch& step_batch);
-  model::LogitsView execute_isolating(const sched::SchedulerOutput& plan,
-                                      std::unordered_map<int64_t, std::string>& failed);
-  void process_rows(const sched::ScheduledSequence& s, const model::LogitsView& logits,
-                    int32_t first_row);
-  void propose_drafts();
-  bool step();
-
-  const tokenizer::Tokenizer& tok;
-  EngineConfig config;
-  std::shared_ptr<ThreadPool> pool;
-  std::unique_ptr<model::ModelRunner> runner;
-  std::unique_ptr<kv::KvCacheManager> kv_cache;
-  std::unique_ptr<sched::Scheduler> scheduler;
-  KvPoolInfo pool_info;
-  std::vector<int32_t> end_ids;
-
-  // Speculation (proposer is null when off).
-  std::unique_ptr<spec::Proposer> proposer;
-  spec::DraftModelProposer* draft_proposer = nullptr;  // proposer, when it runs a draft model
-  std::unique_ptr<spec::DraftLengthPolicy> draft_policy;
-  spec::Verifier verifier;
-
-  int64_t next_request_id = 1;
-  int64_t next_seq_id = 1;
-  std::unordered_map<int64_t, std::unique_ptr<Request>> requests;
-  struct SeqRef {
-    Request* request;
-    int32_t index;
-  };
-  std::unordered_map<int64_t, SeqRef> seqs;
-
-  kv::StepBatch batch;
-  kv::StepBatch single;                // one sequence's part of a failed step
-  std::vector<float> isolated_logits;  // rows of a step re-run sequence by sequence
-  std::vector<int32_t> drafts_scratch;
-  EngineStats totals;
-};
 
 Engine::Impl::Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& tokenizer_ref,
                    EngineConfig cfg)
@@ -241,48 +125,6 @@ Engine::Impl::Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& token
       n_blocks / kv_cache->blocks_for(std::min<int64_t>(2048, sc.max_model_len));
 }
 
-void Engine::Impl::make_proposer(int32_t n_blocks) {
-  const spec::SpeculativeConfig& sc = config.speculative;
-  if (sc.method == spec::Method::kNgram) {
-    proposer = std::make_unique<spec::NgramProposer>(sc.prompt_lookup_min, sc.prompt_lookup_max);
-  } else {
-    const gguf::GgufFile& draft_file = *config.draft_file;
-    const tokenizer::Tokenizer draft_tok = tokenizer::Tokenizer::from_gguf(draft_file);
-    check_same_vocabulary(tok, draft_tok);
-    // The draft's matrices are copied into memory of their own (as the target's are), and its
-    // KV pool holds as many tokens as the target's: refuse what cannot fit while nothing runs.
-    const int64_t available = available_memory_bytes();
-    const auto weights = static_cast<int64_t>(draft_file.file_size());
-    if (available > 0 && weights > available) {
-      throw Error(Error::Kind::kInvalidArgument,
-                  fmt::format("--draft-model: its {:.2f} GiB of weights exceed the {:.2f} GiB of "
-                              "memory available",
-                              gib(weights), gib(available)));
-    }
-    auto draft_runner = std::make_unique<model::CpuRunner>(draft_file, pool);
-    if (draft_runner->n_vocab() < tok.n_vocab()) {
-      throw Error(Error::Kind::kInvalidArgument,
-                  "--draft-model: its output has fewer rows than the vocabulary");
-    }
-    if (sc.draft_vocab_size > 0) draft_runner->limit_output_rows(sc.draft_vocab_size);
-    const auto kv_bytes = static_cast<int64_t>(
-        draft_runner->kv_bytes_per_block(config.block_size, config.kv_cache_dtype) *
-        static_cast<size_t>(n_blocks));
-    const int64_t left = available_memory_bytes();
-    if (left > 0 && kv_bytes > left) {
-      throw Error(Error::Kind::kInvalidArgument,
-                  fmt::format("--draft-model: its KV pool of {:.2f} GiB (as many tokens as the "
-                              "target's) exceeds the {:.2f} GiB of memory available",
-                              gib(kv_bytes), gib(left)));
-    }
-    auto draft = std::make_unique<spec::DraftModelProposer>(
-        std::move(draft_runner), config.block_size, n_blocks, config.kv_cache_dtype, tok.n_vocab());
-    draft_proposer = draft.get();
-    proposer = std::move(draft);
-  }
-  draft_policy = std::make_unique<spec::DraftLengthPolicy>(sc, sc.method == spec::Method::kDraft);
-  totals.spec_accepted_per_pos.assign(static_cast<size_t>(sc.num_speculative_tokens), 0);
-}
 
 int32_t Engine::Impl::pool_blocks(const EngineConfig& cfg) const {
   if (cfg.n_kv_blocks > 0) return cfg.n_kv_blocks;
@@ -534,55 +376,6 @@ void Engine::Impl::process_rows(const sched::ScheduledSequence& s, const model::
   deliver(request, sample, v, logits, first_row);
 }
 
-// Drafts for every sequence that just got a token and decodes on; the scheduler computes them
-// in the next step with the rest.
-void Engine::Impl::propose_drafts() {
-  std::vector<int64_t> decoding;
-  std::vector<spec::ProposalRequest> asks;
-  int64_t n_other_tokens = 0;  // prompt tokens still to compute: the next step's other work
-  for (const auto& [seq_id, ref] : seqs) {
-    if (!scheduler->has_sequence(seq_id)) continue;
-    const sched::SequenceInfo info = scheduler->info(seq_id);
-    const std::span<const int32_t> tokens = scheduler->tokens(seq_id);
-    if (!info.is_running || info.n_draft != 0 ||
-        info.n_computed + 1 != static_cast<int32_t>(tokens.size()) ||
-        static_cast<int32_t>(tokens.size()) == info.n_prompt) {
-      // Not decoding: prefilling, waiting, or preempted and recomputing.
-      n_other_tokens += static_cast<int64_t>(tokens.size()) - info.n_computed;
-      continue;
-    }
-    const Sample& sample = ref.request->samples[static_cast<size_t>(ref.index)];
-    decoding.push_back(seq_id);
-    const int32_t room = ref.request->params.max_tokens - sample.n_generated - 1;
-    if (room >= 1) asks.push_back(spec::ProposalRequest{seq_id, tokens, room});
-  }
-  const auto budget = static_cast<int64_t>(config.scheduler.max_num_batched_tokens);
-  const int32_t k = draft_policy->choose(
-      decoding, static_cast<int32_t>(std::min(n_other_tokens, std::max<int64_t>(
-                                                                  budget - ssize(decoding), 0))));
-  if (k == 0 || asks.empty()) {
-    draft_policy->observe_no_drafts(decoding);
-    return;
-  }
-  for (spec::ProposalRequest& a : asks) a.max_drafts = std::min(a.max_drafts, k);
-  std::vector<std::vector<int32_t>> drafts;
-  try {
-    proposer->propose(asks, drafts);
-  } catch (const std::exception&) {
-    // A proposer that fails costs speed, never output: these sequences decode without drafts
-    // (and it forgets their state, which may be half-updated).
-    for (const spec::ProposalRequest& a : asks) proposer->remove(a.seq_id);
-    return;
-  }
-  if (draft_proposer) {
-    for (const auto& pass : draft_proposer->last_passes()) {
-      draft_policy->observe_draft_pass(pass.n_tokens, pass.seconds);
-    }
-  }
-  for (size_t i = 0; i < asks.size(); ++i) {
-    if (!drafts[i].empty()) scheduler->append_draft(asks[i].seq_id, drafts[i]);
-  }
-}
 
 bool Engine::Impl::step() {
   sched::SchedulerOutput plan = scheduler->schedule();

@@ -1,0 +1,129 @@
+// engine/engine_impl: the Engine's state and helpers, shared by its source files (engine.cpp:
+// the request lifecycle and the step; speculation.cpp: proposers and drafts). Internal to the
+// module: not under include/.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine.h"
+#include "kv/step_batch.h"
+#include "model/model_runner.h"
+#include "sampling/sampler.h"
+#include "spec/draft_length_policy.h"
+#include "spec/draft_model_proposer.h"
+#include "spec/proposer.h"
+#include "spec/verifier.h"
+#include "tokenizer/detokenizer.h"
+#include "util/thread_pool.h"
+
+namespace llms::engine {
+namespace detail {
+
+using Clock = std::chrono::steady_clock;
+
+// A forward pass at least this long lets the pool rest afterwards (see Impl::step).
+inline constexpr double kRestAfterForwardSeconds = 2e-3;
+
+inline double now_seconds() {
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
+// MemAvailable from /proc/meminfo in bytes, or 0 when unknown.
+inline int64_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t value = 0;
+  std::string unit;
+  while (in >> key >> value >> unit) {
+    if (key == "MemAvailable:") return value * 1024;
+  }
+  return 0;
+}
+
+inline double gib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 30); }
+
+struct Sample {
+  int64_t seq_id = 0;
+  int32_t index = 0;
+  std::unique_ptr<sampling::Sampler> sampler;
+  std::unique_ptr<tokenizer::IncrementalDetokenizer> detok;
+  int32_t n_generated = 0;
+  bool finished = false;
+  int32_t n_preemptions = 0;
+};
+
+struct Request {
+  int64_t id = 0;
+  GenerationRequest params;
+  OutputCallback on_output;
+  std::vector<Sample> samples;  // samples[0] is the parent; the rest appear at the fork
+  bool forked = false;
+  int32_t n_finished = 0;
+  double first_scheduled = -1.0;
+  double first_token = -1.0;
+  RequestMetrics metrics;
+};
+
+}  // namespace detail
+
+using detail::Request;
+using detail::Sample;
+
+struct Engine::Impl {
+  Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& tok, EngineConfig cfg);
+
+  int32_t pool_blocks(const EngineConfig& cfg) const;
+  void make_proposer(int32_t n_blocks);
+  Sample make_sample(const Request& request, int32_t index);
+  void deliver(Request& request, Sample& sample, const spec::Verification& v,
+               const model::LogitsView& logits, int32_t first_row);
+  void finish_sample(Request& request, Sample& sample, FinishReason reason, std::string stop_reason,
+                     RequestOutput& out);
+  void fail_request(Request& request, const std::string& message);
+  void emit(Request& request, RequestOutput& out);
+  model::LogitsView execute(const kv::StepBatch& step_batch);
+  model::LogitsView execute_isolating(const sched::SchedulerOutput& plan,
+                                      std::unordered_map<int64_t, std::string>& failed);
+  void process_rows(const sched::ScheduledSequence& s, const model::LogitsView& logits,
+                    int32_t first_row);
+  void propose_drafts();
+  bool step();
+
+  const tokenizer::Tokenizer& tok;
+  EngineConfig config;
+  std::shared_ptr<ThreadPool> pool;
+  std::unique_ptr<model::ModelRunner> runner;
+  std::unique_ptr<kv::KvCacheManager> kv_cache;
+  std::unique_ptr<sched::Scheduler> scheduler;
+  KvPoolInfo pool_info;
+  std::vector<int32_t> end_ids;
+
+  // Speculation (proposer is null when off).
+  std::unique_ptr<spec::Proposer> proposer;
+  spec::DraftModelProposer* draft_proposer = nullptr;  // proposer, when it runs a draft model
+  std::unique_ptr<spec::DraftLengthPolicy> draft_policy;
+  spec::Verifier verifier;
+
+  int64_t next_request_id = 1;
+  int64_t next_seq_id = 1;
+  std::unordered_map<int64_t, std::unique_ptr<Request>> requests;
+  struct SeqRef {
+    Request* request;
+    int32_t index;
+  };
+  std::unordered_map<int64_t, SeqRef> seqs;
+
+  kv::StepBatch batch;
+  kv::StepBatch single;                // one sequence's part of a failed step
+  std::vector<float> isolated_logits;  // rows of a step re-run sequence by sequence
+  std::vector<int32_t> drafts_scratch;
+  EngineStats totals;
+};
+
+}  // namespace llms::engine
