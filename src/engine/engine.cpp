@@ -56,7 +56,6 @@ using detail::gib;
 using detail::kRestAfterForwardSeconds;
 using detail::now_seconds;
 
-
 Engine::Impl::Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& tokenizer_ref,
                    EngineConfig cfg)
     : tok(tokenizer_ref),
@@ -77,9 +76,8 @@ Engine::Impl::Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& token
     throw Error(Error::Kind::kInvalidArgument, "block_size must be in [1, 1024]");
   }
   auto& sc = config.scheduler;
-  const int64_t train_ctx = model_config.n_ctx_train > 0
-                                ? static_cast<int64_t>(model_config.n_ctx_train)
-                                : int64_t{4096};
+  const int64_t train_ctx =
+      model_config.n_ctx_train > 0 ? static_cast<int64_t>(model_config.n_ctx_train) : int64_t{4096};
   if (sc.max_model_len < 0) {
     throw Error(Error::Kind::kInvalidArgument, "max_model_len must be >= 0 (0: the model's)");
   }
@@ -124,7 +122,6 @@ Engine::Impl::Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& token
   pool_info.max_seqs_at_2k =
       n_blocks / kv_cache->blocks_for(std::min<int64_t>(2048, sc.max_model_len));
 }
-
 
 int32_t Engine::Impl::pool_blocks(const EngineConfig& cfg) const {
   if (cfg.n_kv_blocks > 0) return cfg.n_kv_blocks;
@@ -210,22 +207,24 @@ void Engine::Impl::finish_sample(Request& request, Sample& sample, FinishReason 
   }
 }
 
-// Ends every unfinished sample of the request with FinishReason::kError and forgets it. The
-// callback may throw too (it is the caller's code); that cannot stop the engine either.
-void Engine::Impl::fail_request(Request& request, const std::string& message) {
-  ++totals.n_failed_requests;
+// Ends every unfinished sample of the request with `reason` (abort, or error with `error` said)
+// and forgets the request. The callback may throw (it is the caller's code); that cannot stop
+// the engine.
+void Engine::Impl::end_request(Request& request, FinishReason reason, const std::string& error) {
+  if (reason == FinishReason::kError) ++totals.n_failed_requests;
   const int64_t id = request.id;
   for (int32_t i = 0; i < request.params.n; ++i) {
     RequestOutput out;
     out.index = i;
-    out.error = message;
+    out.error = error;
     if (static_cast<size_t>(i) < request.samples.size()) {
       Sample& s = request.samples[static_cast<size_t>(i)];
       if (s.finished) continue;
-      finish_sample(request, s, FinishReason::kError, {}, out);
+      finish_sample(request, s, reason, {}, out);
     } else {
+      // A sample not forked yet: it never started.
       out.finished = true;
-      out.finish_reason = FinishReason::kError;
+      out.finish_reason = reason;
       if (++request.n_finished == request.params.n) {
         out.request_finished = true;
         request.metrics.e2e_time = now_seconds() - request.metrics.arrival_time;
@@ -296,9 +295,8 @@ void Engine::Impl::deliver(Request& request, Sample& sample, const spec::Verific
 }
 
 model::LogitsView Engine::Impl::execute(const kv::StepBatch& step_batch) {
-  if (config.fault_token_id >= 0 &&
-      std::find(step_batch.tokens.begin(), step_batch.tokens.end(), config.fault_token_id) !=
-          step_batch.tokens.end()) {
+  if (config.fault_token_id >= 0 && std::find(step_batch.tokens.begin(), step_batch.tokens.end(),
+                                              config.fault_token_id) != step_batch.tokens.end()) {
     throw Error(Error::Kind::kInternal,
                 fmt::format("injected fault: token {} reached the model", config.fault_token_id));
   }
@@ -311,7 +309,7 @@ model::LogitsView Engine::Impl::execute(const kv::StepBatch& step_batch) {
 // would.
 model::LogitsView Engine::Impl::execute_isolating(
     const sched::SchedulerOutput& plan, std::unordered_map<int64_t, std::string>& failed) {
-  const auto n_vocab = static_cast<size_t>(runner->n_vocab());
+  const auto n_vocab = static_cast<size_t>(runner->n_vocab());  // the target's rows are whole
   isolated_logits.assign(batch.logits_rows.size() * n_vocab, 0.0f);
   size_t row = 0;
   for (const sched::ScheduledSequence& s : plan.scheduled) {
@@ -322,6 +320,9 @@ model::LogitsView Engine::Impl::execute_isolating(
                         kv_cache->block_table(s.seq_id), n_rows);
     try {
       const model::LogitsView one = execute(single);
+      if (static_cast<size_t>(one.n_vocab) != n_vocab) {
+        throw Error(Error::Kind::kInternal, "the target's logits rows are not the vocabulary wide");
+      }
       std::memcpy(isolated_logits.data() + row * n_vocab, one.data,
                   static_cast<size_t>(n_rows) * n_vocab * sizeof(float));
     } catch (const std::exception& e) {
@@ -370,12 +371,13 @@ void Engine::Impl::process_rows(const sched::ScheduledSequence& s, const model::
     ++totals.spec_num_drafts;
     totals.spec_num_draft_tokens += s.n_draft;
     totals.spec_num_accepted_tokens += v.n_accepted;
-    for (int32_t j = 0; j < v.n_accepted; ++j) ++totals.spec_accepted_per_pos[static_cast<size_t>(j)];
+    for (int32_t j = 0; j < v.n_accepted; ++j) {
+      ++totals.spec_accepted_per_pos[static_cast<size_t>(j)];
+    }
     draft_policy->observe_verification(s.seq_id, s.n_draft, v.n_accepted);
   }
   deliver(request, sample, v, logits, first_row);
 }
-
 
 bool Engine::Impl::step() {
   sched::SchedulerOutput plan = scheduler->schedule();
@@ -405,7 +407,9 @@ bool Engine::Impl::step() {
     logits = execute_isolating(plan, failed);
   }
   const double forward_seconds = now_seconds() - now;
-  if (draft_policy && failed.empty()) draft_policy->observe_target_step(plan.n_tokens, forward_seconds);
+  if (draft_policy && failed.empty()) {
+    draft_policy->observe_target_step(plan.n_tokens, forward_seconds);
+  }
   // Sampling and the hand-off of tokens run on this thread alone. After a long forward pass, or
   // one that gives a request its first token, the pool's workers sleep at once instead of
   // spinning, so a server's I/O thread gets their core for the hand-off (TTFT). Short decode
@@ -425,14 +429,15 @@ bool Engine::Impl::step() {
     if (it == seqs.end()) continue;  // its request ended earlier in this loop
     Request& request = *it->second.request;
     if (auto f = failed.find(s.seq_id); f != failed.end()) {
-      fail_request(request, "the model failed on this request: " + f->second);
+      end_request(request, FinishReason::kError, "the model failed on this request: " + f->second);
       continue;
     }
     if (!s.samples) continue;
     try {
       process_rows(s, logits, first_row);
     } catch (const std::exception& e) {
-      fail_request(request, std::string("generating this request failed: ") + e.what());
+      end_request(request, FinishReason::kError,
+                  std::string("generating this request failed: ") + e.what());
       continue;
     }
     if (request.n_finished == request.params.n) requests.erase(request.id);
@@ -516,27 +521,7 @@ int64_t Engine::add_request(GenerationRequest request, OutputCallback on_output)
 void Engine::abort(int64_t request_id) {
   Impl& e = *impl_;
   auto it = e.requests.find(request_id);
-  if (it == e.requests.end()) return;
-  Request& request = *it->second;
-  for (int32_t i = 0; i < request.params.n; ++i) {
-    RequestOutput out;
-    out.index = i;
-    if (static_cast<size_t>(i) < request.samples.size()) {
-      Sample& s = request.samples[static_cast<size_t>(i)];
-      if (s.finished) continue;
-      e.finish_sample(request, s, FinishReason::kAbort, {}, out);
-    } else {
-      // A sample not forked yet: it never started.
-      out.finished = true;
-      out.finish_reason = FinishReason::kAbort;
-      if (++request.n_finished == request.params.n) {
-        out.request_finished = true;
-        request.metrics.e2e_time = now_seconds() - request.metrics.arrival_time;
-      }
-    }
-    e.emit(request, out);
-  }
-  e.requests.erase(it);
+  if (it != e.requests.end()) e.end_request(*it->second, FinishReason::kAbort, {});
 }
 
 bool Engine::step() {
@@ -550,7 +535,9 @@ bool Engine::step() {
     for (const auto& [id, request] : im.requests) ids.push_back(id);
     for (int64_t id : ids) {
       auto it = im.requests.find(id);
-      if (it != im.requests.end()) im.fail_request(*it->second, std::string("engine step failed: ") + e.what());
+      if (it == im.requests.end()) continue;
+      im.end_request(*it->second, FinishReason::kError,
+                     std::string("engine step failed: ") + e.what());
     }
     return true;
   }

@@ -85,7 +85,7 @@ struct Engine::Impl {
                const model::LogitsView& logits, int32_t first_row);
   void finish_sample(Request& request, Sample& sample, FinishReason reason, std::string stop_reason,
                      RequestOutput& out);
-  void fail_request(Request& request, const std::string& message);
+  void end_request(Request& request, FinishReason reason, const std::string& error);
   void emit(Request& request, RequestOutput& out);
   model::LogitsView execute(const kv::StepBatch& step_batch);
   model::LogitsView execute_isolating(const sched::SchedulerOutput& plan,
@@ -123,6 +123,10 @@ struct Engine::Impl {
   kv::StepBatch single;                // one sequence's part of a failed step
   std::vector<float> isolated_logits;  // rows of a step re-run sequence by sequence
   std::vector<int32_t> drafts_scratch;
+  // propose_drafts()'s lists, kept so a step allocates nothing once they have grown.
+  std::vector<int64_t> decoding_scratch;
+  std::vector<spec::ProposalRequest> asks_scratch;
+  std::vector<std::vector<int32_t>> proposals_scratch;
   EngineStats totals;
 };
 

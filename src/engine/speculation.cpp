@@ -86,8 +86,10 @@ void Engine::Impl::make_proposer(int32_t n_blocks) {
 // Drafts for every sequence that just got a token and decodes on; the scheduler computes them
 // in the next step with the rest.
 void Engine::Impl::propose_drafts() {
-  std::vector<int64_t> decoding;
-  std::vector<spec::ProposalRequest> asks;
+  std::vector<int64_t>& decoding = decoding_scratch;
+  std::vector<spec::ProposalRequest>& asks = asks_scratch;
+  decoding.clear();
+  asks.clear();
   int64_t n_other_tokens = 0;  // prompt tokens still to compute: the next step's other work
   for (const auto& [seq_id, ref] : seqs) {
     if (!scheduler->has_sequence(seq_id)) continue;
@@ -105,16 +107,17 @@ void Engine::Impl::propose_drafts() {
     const int32_t room = ref.request->params.max_tokens - sample.n_generated - 1;
     if (room >= 1) asks.push_back(spec::ProposalRequest{seq_id, tokens, room});
   }
-  const auto budget = static_cast<int64_t>(config.scheduler.max_num_batched_tokens);
-  const int32_t k = draft_policy->choose(
-      decoding, static_cast<int32_t>(std::min(n_other_tokens, std::max<int64_t>(
-                                                                  budget - ssize(decoding), 0))));
+  // The next step's prompt tokens: what is pending, as far as the token budget leaves room.
+  const int64_t budget_left = std::max<int64_t>(
+      config.scheduler.max_num_batched_tokens - static_cast<int64_t>(decoding.size()), 0);
+  const int32_t k =
+      draft_policy->choose(decoding, static_cast<int32_t>(std::min(n_other_tokens, budget_left)));
   if (k == 0 || asks.empty()) {
     draft_policy->observe_no_drafts(decoding);
     return;
   }
   for (spec::ProposalRequest& a : asks) a.max_drafts = std::min(a.max_drafts, k);
-  std::vector<std::vector<int32_t>> drafts;
+  std::vector<std::vector<int32_t>>& drafts = proposals_scratch;
   try {
     proposer->propose(asks, drafts);
   } catch (const std::exception&) {

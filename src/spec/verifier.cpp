@@ -54,19 +54,19 @@ Verification Verifier::verify(sampling::Sampler& sampler, const model::LogitsVie
       token = p_.ids.front();
     } else {
       residual_.clear();
-      // q densely, so the residual costs O(|p| + |q|) even when both cover the vocabulary.
-      q_dense_.assign(static_cast<size_t>(rows.n_vocab), 0.0f);
+      // q densely, so the residual costs O(|p| + |q|) even when both cover the vocabulary; a
+      // point mass needs no table (q is 1 at the draft, 0 elsewhere).
       if (q != nullptr) {
+        q_dense_.assign(static_cast<size_t>(rows.n_vocab), 0.0f);
         for (size_t i = 0; i < q->ids.size(); ++i) {
           const int32_t id = q->ids[i];
           if (id >= 0 && id < rows.n_vocab) q_dense_[static_cast<size_t>(id)] = q->probs[i];
         }
-      } else if (draft >= 0 && draft < rows.n_vocab) {
-        q_dense_[static_cast<size_t>(draft)] = 1.0f;
       }
       for (size_t i = 0; i < p_.ids.size(); ++i) {
         const int32_t id = p_.ids[i];
-        const float q_id = q_dense_[static_cast<size_t>(id)];
+        const float q_id =
+            q != nullptr ? q_dense_[static_cast<size_t>(id)] : (id == draft ? 1.0f : 0.0f);
         const float r = p_.probs[i] - q_id;
         if (r > 0.0f) {
           residual_.ids.push_back(id);
