@@ -1,0 +1,35 @@
+// structured/compile_budget: see compile_budget.h.
+#include "structured/compile_budget.h"
+
+#include <string>
+
+#include "util/error.h"
+
+namespace llms::structured {
+
+CompileBudget::CompileBudget(CompileLimits limits)
+    : limits_(limits), start_(std::chrono::steady_clock::now()) {}
+
+void CompileBudget::charge(int64_t units, std::string_view what) {
+  work_ += units;
+  if (work_ > limits_.max_work) {
+    throw Error(Error::Kind::kInvalidArgument,
+                "constraint too complex: " + std::string(what) + " exceed the compile budget of " +
+                    std::to_string(limits_.max_work) + " units");
+  }
+  if (work_ >= next_clock_check_) {
+    next_clock_check_ = work_ + 1024;
+    check_time(what);
+  }
+}
+
+void CompileBudget::check_time(std::string_view what) {
+  const auto elapsed = std::chrono::steady_clock::now() - start_;
+  if (elapsed > limits_.max_time) {
+    throw Error(Error::Kind::kInvalidArgument,
+                "constraint too complex: compiling " + std::string(what) + " took longer than " +
+                    std::to_string(limits_.max_time.count()) + " ms");
+  }
+}
+
+}  // namespace llms::structured

@@ -1,0 +1,41 @@
+// structured/compile_budget: how much compiling one constraint may cost.
+//
+// Schemas, regexes and grammars come from requests, so a hostile one must not hang or starve the
+// server: every compiler charges its work (automaton states, grammar rules, expanded repetitions)
+// to a budget and stops with a clear error as soon as the work or the wall time is over. The
+// error is llms::Error(kInvalidArgument), so the server answers 400 naming what was too large.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string_view>
+
+namespace llms::structured {
+
+struct CompileLimits {
+  std::chrono::milliseconds max_time{1000};  // wall time for one compilation
+  int64_t max_work = 2'000'000;              // states + rules + expansions, summed
+};
+
+class CompileBudget {
+ public:
+  explicit CompileBudget(CompileLimits limits = {});
+
+  // Adds `units` of work; throws llms::Error(kInvalidArgument) naming `what` (e.g. "regex DFA
+  // states") when the work or the time limit is exceeded. The clock is read every 1024 units
+  // charged, so charging is cheap enough for inner loops.
+  void charge(int64_t units, std::string_view what);
+
+  int64_t work() const { return work_; }
+  const CompileLimits& limits() const { return limits_; }
+
+ private:
+  void check_time(std::string_view what);
+
+  CompileLimits limits_;
+  std::chrono::steady_clock::time_point start_;
+  int64_t work_ = 0;
+  int64_t next_clock_check_ = 0;
+};
+
+}  // namespace llms::structured
