@@ -477,6 +477,12 @@ void Engine::validate(const GenerationRequest& request) const {
                   fmt::format("stop_token_ids: {} is outside the vocabulary", id));
     }
   }
+  if (request.num_speculative_tokens < -1 ||
+      request.num_speculative_tokens > spec::kMaxSpeculativeTokens) {
+    throw Error(Error::Kind::kInvalidArgument,
+                fmt::format("num_speculative_tokens: must be in [0, {}] (or absent)",
+                            spec::kMaxSpeculativeTokens));
+  }
   request.sampling.validate(e.runner->n_vocab());
   const int64_t n_prompt = static_cast<int64_t>(request.prompt.size());
   const int64_t limit = e.config.scheduler.max_model_len;

@@ -104,7 +104,9 @@ void Engine::Impl::propose_drafts() {
     }
     const Sample& sample = ref.request->samples[static_cast<size_t>(ref.index)];
     decoding.push_back(seq_id);
-    const int32_t room = ref.request->params.max_tokens - sample.n_generated - 1;
+    int32_t room = ref.request->params.max_tokens - sample.n_generated - 1;
+    const int32_t cap = ref.request->params.num_speculative_tokens;
+    if (cap >= 0) room = std::min(room, cap);
     if (room >= 1) asks.push_back(spec::ProposalRequest{seq_id, tokens, room});
   }
   // The next step's prompt tokens: what is pending, as far as the token budget leaves room.

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "server/api_error.h"
+#include "spec/speculative_config.h"
 
 namespace llms::server {
 
@@ -241,6 +242,8 @@ void parse_common(const json& body, const ParseLimits& limits, OpenAiRequest& r)
   r.ignore_eos = get_bool(body, "ignore_eos", false);
   r.skip_special_tokens = get_bool(body, "skip_special_tokens", true);
   r.priority = static_cast<int32_t>(get_int(body, "priority", 0, -1'000'000, 1'000'000));
+  r.num_speculative_tokens =
+      static_cast<int32_t>(get_int(body, "num_speculative_tokens", -1, 0, spec::kMaxSpeculativeTokens));
   (void)get_string(body, "user", "");
 
   sampling::SamplingParams& s = r.sampling;
@@ -376,6 +379,7 @@ engine::GenerationRequest generation_request(const OpenAiRequest& r, std::vector
   g.ignore_eos = r.ignore_eos;
   g.skip_special_tokens = r.skip_special_tokens;
   g.priority = r.priority;
+  g.num_speculative_tokens = r.num_speculative_tokens;
   return g;
 }
 

@@ -1,7 +1,8 @@
 """Speculative decoding and fault isolation through `llmserve serve` (label `server`).
 
 - Greedy completions are the same text with prompt-lookup speculation as without it, and the
-  server counts drafts under vLLM's metric names.
+  server counts drafts under vLLM's metric names; a request's num_speculative_tokens turns
+  drafting off (0) or caps it, and out of range is a 400 naming it.
 - A fault inside an engine step (injected with the hidden --debug-fault-token-id: a step holding
   that token id fails inside the model run, as a failing kernel would) ends only the request
   that holds it: a non-streamed one gets a 500 with OpenAI's error JSON, a streamed one an error
@@ -78,6 +79,18 @@ def main():
         assert 0 < accepted <= drafted, (accepted, drafted)
         assert srv.metric("vllm:spec_decode_num_accepted_tokens_per_pos_total",
                           'position="0"') > 0
+
+        # Per request: num_speculative_tokens 0 turns drafting off (the same text, no new
+        # drafts); out of range is a 400 naming the field.
+        before = srv.metric("vllm:spec_decode_num_drafts_total")
+        status, _, raw = complete(srv, PROMPTS[1], num_speculative_tokens=0)
+        assert status == 200, (status, raw[:300])
+        assert json.loads(raw)["choices"][0]["text"] == expected[1]
+        assert srv.metric("vllm:spec_decode_num_drafts_total") == before
+        for bad in (17, -1, "4"):
+            status, _, raw = complete(srv, PROMPTS[1], num_speculative_tokens=bad)
+            assert status == 400, (bad, status, raw[:300])
+            assert json.loads(raw)["error"]["param"] == "num_speculative_tokens", raw[:300]
 
         # A long stream runs while faulty requests come and go.
         stream_out = {}

@@ -434,6 +434,40 @@ TEST_F(EngineSpecTest, AFaultInsideAStepEndsOnlyItsRequest) {
   }
 }
 
+TEST_F(EngineSpecTest, PerRequestDraftLengthCapsOrTurnsSpeculationOff) {
+  std::mt19937 rng(5);
+  const std::vector<GenerationRequest> requests = mixed_requests(rng, 4);
+  const std::vector<Collected> plain = run_all(config(256), requests);
+  for (int32_t cap : {0, 1, 2}) {
+    std::vector<GenerationRequest> capped = requests;
+    for (GenerationRequest& r : capped) r.num_speculative_tokens = cap;
+    EngineStats s;
+    const std::vector<Collected> spec = run_all(spec_config(Kind::kSelfDraft, 8, 256), capped, &s);
+    expect_same_tokens(plain, spec, "capped");
+    if (cap == 0) {
+      EXPECT_EQ(s.spec_num_drafts, 0);
+    } else {
+      EXPECT_GT(s.spec_num_drafts, 0);
+      EXPECT_LE(s.spec_num_draft_tokens, s.spec_num_drafts * cap) << "cap " << cap;
+      for (size_t j = static_cast<size_t>(cap); j < s.spec_accepted_per_pos.size(); ++j) {
+        EXPECT_EQ(s.spec_accepted_per_pos[j], 0) << "cap " << cap << " position " << j;
+      }
+    }
+  }
+  Engine e(*file_, *tok_, spec_config(Kind::kNgram, 4, 64));
+  for (int32_t bad : {-2, 17}) {
+    GenerationRequest r = requests[0];
+    r.num_speculative_tokens = bad;
+    try {
+      e.add_request(r, [](const RequestOutput&) {});
+      ADD_FAILURE() << "accepted num_speculative_tokens " << bad;
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find("num_speculative_tokens"), std::string::npos)
+          << err.what();
+    }
+  }
+}
+
 TEST_F(EngineSpecTest, RefusesBadSpeculativeConfigNamingTheFlag) {
   auto expect_refusal = [&](EngineConfig c, const std::string& needle) {
     try {

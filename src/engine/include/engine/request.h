@@ -25,6 +25,9 @@ struct GenerationRequest {
   bool ignore_eos = false;              // keep going past the model's end-of-generation tokens
   bool skip_special_tokens = true;
   int32_t priority = 0;  // lower runs first under the priority policy (as vLLM)
+  // Speculative decoding for this request: -1 follows the engine's configuration, 0 turns it
+  // off, 1..16 caps the draft length (the load-adaptive policy may still choose fewer).
+  int32_t num_speculative_tokens = -1;
 };
 
 // kError: a fault inside the step (a failing kernel, a bad token reaching the model) ended the

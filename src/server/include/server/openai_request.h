@@ -53,6 +53,7 @@ struct OpenAiRequest {
   bool ignore_eos = false;
   bool skip_special_tokens = true;
   int32_t priority = 0;
+  int32_t num_speculative_tokens = -1;  // extension: -1 the server's setting, 0 off, 1..16 a cap
   sampling::SamplingParams sampling;  // logprobs / n_top_logprobs included
 };
 
