@@ -9,20 +9,35 @@ namespace llms::kv {
 
 void StepBatch::add_sequence(int64_t seq_id, std::span<const int32_t> new_tokens,
                              int32_t already_cached, std::span<const BlockId> block_table,
-                             int32_t n_last_logits) {
+                             int32_t n_last_logits, std::span<const int32_t> tree_parents) {
   SequenceSlice s;
   s.seq_id = seq_id;
   s.query_begin = static_cast<int32_t>(tokens.size());
   s.n_query = static_cast<int32_t>(new_tokens.size());
   s.n_context = already_cached + s.n_query;
   s.block_table = block_table;
+  s.tree_parents = tree_parents;
+  const auto n_tree = static_cast<int32_t>(tree_parents.size());
   for (int32_t i = 0; i < s.n_query; ++i) {
     tokens.push_back(new_tokens[i]);
-    positions.push_back(already_cached + i);
+    const int32_t slot = already_cached + i;
+    positions.push_back(n_tree > 0 && slot >= s.n_context - n_tree ? tree_position(s, slot) : slot);
   }
   const int32_t n_rows = std::clamp(n_last_logits, 0, s.n_query);
   for (int32_t i = s.n_query - n_rows; i < s.n_query; ++i) logits_rows.push_back(s.query_begin + i);
   sequences.push_back(s);
+}
+
+int32_t tree_position(const SequenceSlice& s, int32_t slot) {
+  const int32_t base = s.tree_base();
+  int32_t depth = 0;
+  // Parents precede children (validate() checks it), so the walk ends; a broken table is caught
+  // there, and here a bound keeps the walk finite.
+  for (int32_t r = s.tree_parents[slot - base];
+       r >= 0 && depth < static_cast<int32_t>(s.tree_parents.size()); r = s.tree_parents[r]) {
+    ++depth;
+  }
+  return base + depth;
 }
 
 void StepBatch::validate(int32_t block_size, int32_t n_blocks_total) const {
@@ -46,10 +61,17 @@ void StepBatch::validate(int32_t block_size, int32_t n_blocks_total) const {
         fail(where + " names block " + std::to_string(s.block_table[b]) + " outside the pool");
       }
     }
-    for (int32_t j = 0; j < s.n_query; ++j) {
-      if (positions[s.query_begin + j] != s.n_context - s.n_query + j) {
-        fail(where + " has a position out of order");
+    const auto n_tree = static_cast<int32_t>(s.tree_parents.size());
+    if (n_tree > s.n_context) fail(where + " has a token tree larger than its context");
+    for (int32_t r = 0; r < n_tree; ++r) {
+      if (s.tree_parents[r] < -1 || s.tree_parents[r] >= r) {
+        fail(where + " has a tree node whose parent does not precede it");
       }
+    }
+    for (int32_t j = 0; j < s.n_query; ++j) {
+      const int32_t slot = s.slot_of(j);
+      const int32_t want = n_tree > 0 && slot >= s.tree_base() ? tree_position(s, slot) : slot;
+      if (positions[s.query_begin + j] != want) fail(where + " has a position out of order");
     }
     expected_begin += s.n_query;
   }

@@ -51,7 +51,11 @@ void PagedAttention::reserve(const ModelConfig& config, int n_threads, int32_t m
   tiles_.reserve(static_cast<size_t>(max_tokens_) * std::max<uint64_t>(config.n_heads, 1));
   scratch_.resize(static_cast<size_t>(n_threads_));
   const auto rows = static_cast<size_t>(max_rows_);
+  const size_t element_bytes = sizeof(float);  // the widest KV element
   for (Scratch& s : scratch_) {
+    s.branch_k.assign(static_cast<size_t>(block_size_) * config.head_dim_k * element_bytes, 0);
+    s.branch_v.assign(static_cast<size_t>(block_size_) * config.head_dim_v * element_bytes, 0);
+    s.path.reserve(64);
     s.q.assign(rows * config.head_dim_k, 0.0f);
     s.acc.assign(rows * config.head_dim_v, 0.0f);
     s.max.assign(rows, 0.0f);
@@ -85,7 +89,7 @@ void PagedAttention::run(const ModelConfig& config, size_t layer, const kv::Step
   for (const auto& s : batch.sequences) {
     for (int32_t j = 0; j < s.n_query; ++j) {
       const int32_t i = s.query_begin + j;
-      const int32_t pos = batch.positions[i];
+      const int32_t pos = s.slot_of(j);  // a tree node's slot, not its position
       const kv::BlockId block = s.block_table[pos / bs];
       const int32_t slot = pos % bs;
       for (int64_t h = 0; h < n_kv; ++h) {
@@ -116,13 +120,15 @@ void PagedAttention::run(const ModelConfig& config, size_t layer, const kv::Step
   tiles_.clear();
   for (size_t si = 0; si < batch.sequences.size(); ++si) {
     const auto& s = batch.sequences[si];
-    const int32_t n_chunks = (s.n_query + per_tile - 1) / per_tile;
+    // Tree nodes see different keys each: one node per tile.
+    const int32_t q_per_tile = s.tree_parents.empty() ? per_tile : 1;
+    const int32_t n_chunks = (s.n_query + q_per_tile - 1) / q_per_tile;
     for (int32_t c = n_chunks - 1; c >= 0; --c) {
-      const int32_t first = c * per_tile;
+      const int32_t first = c * q_per_tile;
       for (int32_t g = 0; g < n_kv; ++g) {
         for (int32_t h = 0; h < group; h += heads_per_part) {
           tiles_.push_back(Tile{static_cast<int32_t>(si), g, h, std::min(heads_per_part, group - h),
-                                s.query_begin + first, std::min(per_tile, s.n_query - first)});
+                                s.query_begin + first, std::min(q_per_tile, s.n_query - first)});
         }
       }
     }
@@ -216,12 +222,55 @@ void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv:
     prefetch_to_l2(view.k, bs * hdk * element_bytes);
     prefetch_to_l2(view.v, bs * hdv * element_bytes);
   };
+  // A tree node off the region's first branch: its ancestors are not in the slots its
+  // positions name, so the blocks from the region on are folded as copies with the branch
+  // moved in (branch_view).
+  const int32_t tree_base = seq.tree_parents.empty() ? 0 : seq.tree_base();
+  bool moved_branch = false;
+  if (!seq.tree_parents.empty() && seq.slot_of(tile.q_begin - seq.query_begin) >= tree_base) {
+    s.path.clear();
+    for (int32_t r = seq.slot_of(tile.q_begin - seq.query_begin) - tree_base; r >= 0;
+         r = seq.tree_parents[r]) {
+      s.path.push_back(r);
+    }
+    std::reverse(s.path.begin(), s.path.end());
+    for (size_t d = 0; d < s.path.size(); ++d) {
+      if (s.path[d] != static_cast<int32_t>(d)) moved_branch = true;
+    }
+  }
+  auto branch_view = [&](int64_t b) {
+    const kernels::KvBlock real = block_view(b);
+    std::memcpy(s.branch_k.data(), real.k, bs * hdk * element_bytes);
+    std::memcpy(s.branch_v.data(), real.v, bs * hdv * element_bytes);
+    const int64_t first = std::max<int64_t>(b * bs, tree_base);
+    const int64_t last =
+        std::min<int64_t>((b + 1) * bs, tree_base + static_cast<int64_t>(s.path.size()));
+    for (int64_t p = first; p < last; ++p) {
+      const int64_t src = tree_base + s.path[static_cast<size_t>(p - tree_base)];
+      const kernels::KvBlock from = block_view(src / bs);
+      const int64_t from_slot = src % bs;
+      const int64_t to_slot = p % bs;
+      for (int64_t e = 0; e < hdk; ++e) {
+        std::memcpy(s.branch_k.data() + (e * bs + to_slot) * element_bytes,
+                    static_cast<const uint8_t*>(from.k) + (e * bs + from_slot) * element_bytes,
+                    element_bytes);
+      }
+      std::memcpy(s.branch_v.data() + to_slot * hdv * element_bytes,
+                  static_cast<const uint8_t*>(from.v) + from_slot * hdv * element_bytes,
+                  hdv * element_bytes);
+    }
+    kernels::KvBlock view = real;
+    view.k = s.branch_k.data();
+    view.v = s.branch_v.data();
+    return view;
+  };
   for (int64_t d = 0; d < kPrefetchBlocks; ++d) prefetch_block(b_begin + d);
   for (int64_t b = b_begin; b < b_end; ++b) {
     prefetch_block(b + kPrefetchBlocks);
     const int64_t first = b * bs;  // position of the block's slot 0
     set_key_ranges(s, n_rows, first, bs);
-    kernels::attention_block(t, block_view(b), bs);
+    const bool holds_branch = moved_branch && (b + 1) * bs > tree_base;
+    kernels::attention_block(t, holds_branch ? branch_view(b) : block_view(b), bs);
   }
 
   for (int32_t qi = 0; qi < tile.n_q; ++qi) {

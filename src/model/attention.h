@@ -9,6 +9,9 @@
 // block is read once per tile; tiles are handed to the pool's threads dynamically. Per row the
 // blocks are folded in order with a block-wise online softmax (kernels/attention.h), so a token's
 // output does not depend on what else is in the batch, on the tiling or on the thread.
+// A token-tree node (kv/step_batch.h) gets a tile of its own; the blocks that hold its branch
+// are folded as a copy in which its ancestors sit in the slots a plain run would give them, so
+// its output equals that of the same branch computed as a plain run, bit for bit.
 // reserve() sizes every buffer; run() calls it, so it allocates only for a step larger (in
 // tokens, threads or block size) than every one before.
 #pragma once
@@ -48,6 +51,8 @@ class PagedAttention {
   struct Scratch {
     std::vector<float> q, acc, max, sum, scores;
     std::vector<int32_t> key_begin, key_end, pos, lo;
+    std::vector<int32_t> path;                // a tree node's ancestors by depth (region indices)
+    std::vector<uint8_t> branch_k, branch_v;  // one block with a tree branch laid out in place
   };
 
   void run_tile(const ModelConfig& config, size_t layer, const kv::StepBatch& batch, KvStorage& kv,

@@ -22,13 +22,17 @@ size_t CpuRunner::kv_bytes() const { return kv_ ? kv_->bytes() : 0; }
 
 void CpuRunner::reserve(int32_t max_tokens, int32_t max_logit_rows) {
   model_.reserve(max_tokens, max_logit_rows);
-  const size_t want = static_cast<size_t>(std::max(max_logit_rows, 1)) *
-                      static_cast<size_t>(model_.n_vocab());
+  const size_t want =
+      static_cast<size_t>(std::max(max_logit_rows, 1)) * static_cast<size_t>(model_.n_vocab());
   if (logits_.size() < want) logits_.resize(want);
 }
 
 void CpuRunner::copy_blocks(std::span<const kv::BlockCopy> copies) {
   for (const kv::BlockCopy& c : copies) kv_->copy_block(c.src, c.dst);
+}
+
+void CpuRunner::copy_slots(std::span<const kv::SlotCopy> copies) {
+  for (const kv::SlotCopy& c : copies) kv_->copy_slot(c);
 }
 
 LogitsView CpuRunner::execute(const kv::StepBatch& batch) {

@@ -72,6 +72,36 @@ void KvStorage::copy_block(int32_t src, int32_t dst) {
   }
 }
 
+void KvStorage::copy_slot(const kv::SlotCopy& c) {
+  auto outside = [&](int32_t block, int32_t slot) {
+    return block < 0 || block >= n_blocks_ || slot < 0 || slot >= block_size_;
+  };
+  if (outside(c.src_block, c.src_slot) || outside(c.dst_block, c.dst_slot)) {
+    throw Error(Error::Kind::kInvalidArgument, "KV slot copy outside the pool");
+  }
+  if (c.src_block == c.dst_block && c.src_slot == c.dst_slot) return;
+  const auto bs = static_cast<size_t>(block_size_);
+  const auto from = static_cast<size_t>(c.src_slot);
+  const auto to = static_cast<size_t>(c.dst_slot);
+  for (size_t layer = 0; layer < n_kv_heads_.size(); ++layer) {
+    for (uint64_t h = 0; h < n_kv_heads_[layer]; ++h) {
+      // Keys are dim-major: element e of a slot is e * block_size further on.
+      auto* dk = static_cast<uint8_t*>(at(keys_, type_, layer, c.dst_block, h, head_dim_k_));
+      const auto* sk =
+          static_cast<const uint8_t*>(at(keys_, type_, layer, c.src_block, h, head_dim_k_));
+      for (size_t e = 0; e < head_dim_k_; ++e) {
+        std::memcpy(dk + (e * bs + to) * element_bytes_, sk + (e * bs + from) * element_bytes_,
+                    element_bytes_);
+      }
+      auto* dv = static_cast<uint8_t*>(at(values_, type_, layer, c.dst_block, h, head_dim_v_));
+      const auto* sv =
+          static_cast<const uint8_t*>(at(values_, type_, layer, c.src_block, h, head_dim_v_));
+      std::memcpy(dv + to * head_dim_v_ * element_bytes_, sv + from * head_dim_v_ * element_bytes_,
+                  head_dim_v_ * element_bytes_);
+    }
+  }
+}
+
 size_t KvStorage::bytes_per_block(const ModelConfig& config, int32_t block_size,
                                   kv::KvCacheType type) {
   const size_t element = storable_element_bytes(type);

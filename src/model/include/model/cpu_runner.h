@@ -27,6 +27,7 @@ class CpuRunner final : public ModelRunner {
   void reserve(int32_t max_tokens, int32_t max_logit_rows) override;
   void limit_output_rows(int32_t n) override { model_.limit_output_rows(n); }
   void copy_blocks(std::span<const kv::BlockCopy> copies) override;
+  void copy_slots(std::span<const kv::SlotCopy> copies) override;
   LogitsView execute(const kv::StepBatch& batch) override;
   void rest() override { model_.pool().rest(); }
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kv/kv_budget.h"
+#include "kv/step_batch.h"
 #include "model/model_config.h"
 #include "util/huge_page_buffer.h"
 
@@ -40,6 +41,8 @@ class KvStorage {
 
   // Copies every layer's keys and values of block `src` into block `dst` (copy-on-write).
   void copy_block(int32_t src, int32_t dst);
+  // Copies every layer's key and value of one token (a tree's kept branch moving into place).
+  void copy_slot(const kv::SlotCopy& c);
 
   // Bytes one block takes across all layers.
   static size_t bytes_per_block(const ModelConfig& config, int32_t block_size,

@@ -3,7 +3,8 @@
 // A ModelRunner holds one model's weights in its device's layout and the KV storage for a pool
 // of blocks; the engine, the scheduler and the KV manager decide which block holds which
 // positions and never see a tensor. Per step the engine asks the runner to
-// 1. copy_blocks(): do the copy-on-write copies the KV manager reported, then
+// 1. copy_blocks(): do the copy-on-write copies the KV manager reported (and copy_slots() the
+//    token moves speculative decoding asks for after a tree was verified), then
 // 2. execute(): run one forward pass over the batch (any mix of prefill chunks, decode tokens and
 //    speculative tokens of many sequences) and return logits for exactly the rows the batch
 //    lists in logits_rows, several per sequence when speculating, in that order.
@@ -58,6 +59,9 @@ class ModelRunner {
   virtual void limit_output_rows(int32_t n) = 0;
 
   virtual void copy_blocks(std::span<const kv::BlockCopy> copies) = 0;
+  // Moves single tokens' keys and values, in order (speculative decoding keeps a branch of a
+  // token tree: its nodes move to the slots of a plain run).
+  virtual void copy_slots(std::span<const kv::SlotCopy> copies) = 0;
   virtual LogitsView execute(const kv::StepBatch& batch) = 0;
 
   // The caller's next execute() is not imminent (a step ended with host work to do): compute
