@@ -355,27 +355,33 @@ void Scheduler::append_draft(int64_t seq_id, std::span<const int32_t> draft) {
   const auto n_tokens = static_cast<int64_t>(s.tokens.size());
   if (!s.is_running || s.n_draft != 0 || s.n_computed != n_tokens - 1 || n_tokens == s.n_prompt) {
     fail(Error::Kind::kInvalidArgument,
-         "append_draft: " + id_str(seq_id) +
-             " is not waiting on one sampled token (running " + std::to_string(s.is_running) +
-             ", computed " + std::to_string(s.n_computed) + " of " + std::to_string(n_tokens) +
-             ", drafts " + std::to_string(s.n_draft) + ")");
+         "append_draft: " + id_str(seq_id) + " is not waiting on one sampled token (running " +
+             std::to_string(s.is_running) + ", computed " + std::to_string(s.n_computed) + " of " +
+             std::to_string(n_tokens) + ", drafts " + std::to_string(s.n_draft) + ")");
   }
   if (n_tokens - s.n_prompt + static_cast<int64_t>(draft.size()) > s.max_new_tokens) {
-    fail(Error::Kind::kInvalidArgument, "append_draft: " + std::to_string(draft.size()) +
-                                            " drafts take " + id_str(seq_id) +
-                                            " past its max_new_tokens (" +
-                                            std::to_string(s.max_new_tokens) + ")");
+    fail(Error::Kind::kInvalidArgument,
+         "append_draft: " + std::to_string(draft.size()) + " drafts take " + id_str(seq_id) +
+             " past its max_new_tokens (" + std::to_string(s.max_new_tokens) + ")");
   }
   s.tokens.insert(s.tokens.end(), draft.begin(), draft.end());
   s.n_draft = static_cast<int32_t>(draft.size());
 }
 
-void Scheduler::accept_draft(int64_t seq_id, int32_t n_accepted) {
+void Scheduler::accept_draft(int64_t seq_id, int32_t n_accepted, std::span<const int32_t> kept) {
   Sequence& s = state_->get(seq_id);
   if (n_accepted < 0 || n_accepted > s.n_draft) {
     fail(Error::Kind::kInvalidArgument, "accept_draft: " + std::to_string(n_accepted) +
                                             " accepted of the " + std::to_string(s.n_draft) +
                                             " drafts of " + id_str(seq_id));
+  }
+  if (!kept.empty()) {
+    if (static_cast<int32_t>(kept.size()) != n_accepted) {
+      fail(Error::Kind::kInvalidArgument, "accept_draft: " + std::to_string(kept.size()) +
+                                              " kept tokens for " + std::to_string(n_accepted) +
+                                              " accepted drafts of " + id_str(seq_id));
+    }
+    std::copy(kept.begin(), kept.end(), s.tokens.end() - s.n_draft);
   }
   s.drop_drafts(s.n_draft - n_accepted);
   s.n_draft = 0;

@@ -128,6 +128,27 @@ TEST(SchedulerDraft, DraftsRideWithTheDecodeTokenAndAcceptKeepsAPrefix) {
   }
 }
 
+TEST(SchedulerDraft, ATreesKeptBranchReplacesTheFirstDrafts) {
+  kv::KvCacheManager kv(64, 4, true);
+  Scheduler sched(make_config(64), kv);
+  const auto prompt = iota_tokens(10, 100);
+  sched.add(1, prompt, 20);
+  step(sched, kv);
+  sched.append_token(1, 500);
+  // Nodes 501..505 of a tree; the kept branch is 503, 505.
+  sched.append_draft(1, std::vector<int32_t>{501, 502, 503, 504, 505});
+  step(sched, kv);
+  expect_invalid([&] { sched.accept_draft(1, 2, std::vector<int32_t>{503}); },
+                 "kept tokens of another count than accepted");
+  sched.accept_draft(1, 2, std::vector<int32_t>{503, 505});
+  kv.check_invariants();
+  EXPECT_EQ(tokens_of(sched, 1), concat(prompt, {500, 503, 505}));
+  EXPECT_EQ(sched.info(1).n_computed, 13);
+  EXPECT_EQ(static_cast<int32_t>(kv.block_table(1).size()), kv.blocks_for(13));
+  sched.remove(1);
+  EXPECT_EQ(kv.n_free_blocks(), kv.n_blocks());
+}
+
 TEST(SchedulerDraft, AppendDraftNeedsExactlyOneSampledTokenPendingAndNoDrafts) {
   kv::KvCacheManager kv(64, 4, true);
   Scheduler sched(make_config(8), kv);

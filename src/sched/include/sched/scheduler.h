@@ -82,8 +82,8 @@ class Scheduler {
 
   // Queues a new sequence. Throws llms::Error(kInvalidArgument) with the numbers when the prompt
   // is empty or prompt + max_new_tokens exceeds max_model_len or the whole KV pool.
-  void add(int64_t seq_id, std::vector<int32_t> prompt, int32_t max_new_tokens, int32_t priority = 0,
-           uint64_t extra_key = 0);
+  void add(int64_t seq_id, std::vector<int32_t> prompt, int32_t max_new_tokens,
+           int32_t priority = 0, uint64_t extra_key = 0);
 
   // A running sequence `child` that shares all of `parent`'s tokens and KV blocks (the n > 1
   // samples of one prompt, forked once the prompt is computed).
@@ -107,7 +107,10 @@ class Scheduler {
   // After the step that computed a sequence's drafts: keeps the first n_accepted of them, drops
   // the rest (their KV positions are rolled back in the KV manager) and commits the kept blocks.
   // The engine then appends the token it sampled after the last accepted one.
-  void accept_draft(int64_t seq_id, int32_t n_accepted);
+  // With a token tree the drafts are its nodes and the kept ones a branch: `kept` (n_accepted
+  // tokens) replaces the first n_accepted drafts, whose KV slots the engine has already moved
+  // the branch into.
+  void accept_draft(int64_t seq_id, int32_t n_accepted, std::span<const int32_t> kept = {});
 
   // Removes a sequence in any state (finished or aborted) and frees its blocks. Unknown: ignored.
   void remove(int64_t seq_id);
