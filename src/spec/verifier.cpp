@@ -19,6 +19,7 @@ Verification Verifier::verify(sampling::Sampler& sampler, const model::LogitsVie
   Verification out;
   out.tokens.reserve(static_cast<size_t>(k) + 1);
   for (int32_t j = 0; j <= k; ++j) {
+    out.rows.push_back(j);
     const std::span<const float> row = rows.row(first_row + j);
     row_.assign(row.begin(), row.end());
     if (j == k) {  // every draft kept: the bonus token
@@ -79,6 +80,47 @@ Verification Verifier::verify(sampling::Sampler& sampler, const model::LogitsVie
     sampler.accept(token);
     out.tokens.push_back(token);
     break;
+  }
+  return out;
+}
+
+Verification Verifier::verify_tree(sampling::Sampler& sampler, const model::LogitsView& rows,
+                                   int32_t first_row, std::span<const int32_t> nodes,
+                                   std::span<const int32_t> parents) {
+  const auto n_region = static_cast<int32_t>(nodes.size()) + 1;
+  if (static_cast<int32_t>(parents.size()) != n_region || parents[0] != -1) {
+    throw Error(Error::Kind::kInternal, "verifier: a tree needs one parent per node, root first");
+  }
+  if (first_row < 0 || first_row + n_region > rows.n_rows) {
+    throw Error(Error::Kind::kInternal, "verifier: rows for the tree are missing");
+  }
+  Verification out;
+  int32_t node = 0;
+  for (;;) {
+    const std::span<const float> row = rows.row(first_row + node);
+    row_.assign(row.begin(), row.end());
+    out.rows.push_back(node);
+    int32_t token = -1;
+    bool has_child = false;
+    for (int32_t r = node + 1; r < n_region && !has_child; ++r) has_child = parents[r] == node;
+    if (!has_child) {
+      token = sampler.sample(row_).token;
+    } else {
+      sampler.distribution(row_, p_);
+      token = sampler.is_greedy() ? p_.ids.front() : sampler.draw_from(p_);
+    }
+    sampler.accept(token);
+    out.tokens.push_back(token);
+    int32_t child = -1;
+    for (int32_t r = node + 1; r < n_region; ++r) {
+      if (parents[r] == node && nodes[static_cast<size_t>(r - 1)] == token) {
+        child = r;
+        break;
+      }
+    }
+    if (child < 0) break;
+    ++out.n_accepted;
+    node = child;
   }
   return out;
 }

@@ -326,5 +326,74 @@ TEST(Verifier, TwoDraftsJointLawOnTheFirstDraftKept) {
   }
 }
 
+// Trees: root 0 with children 1 (token 3) and 2 (token 5); node 2 has child 3 (token 2).
+// Rows: 0 follows the root, 1 node 1, 2 node 2, 3 node 3.
+TEST(VerifierTree, GreedyFollowsTheArgmaxBranchAndMovesOnPastIt) {
+  const std::vector<int32_t> nodes = {3, 5, 2};
+  const std::vector<int32_t> parents = {-1, 0, 0, 2};
+  Verifier v;
+  {  // the argmax after the root is 5 (node 2), then 2 (node 3), then the bonus 7.
+    const Rows rows({row_with(8, {{5, 1.0f}}), row_with(8, {{1, 1.0f}}), row_with(8, {{2, 1.0f}}),
+                     row_with(8, {{7, 1.0f}})});
+    Sampler s(greedy(), 8);
+    const Verification out = v.verify_tree(s, rows.view(), 0, nodes, parents);
+    EXPECT_EQ(out.tokens, (std::vector<int32_t>{5, 2, 7}));
+    EXPECT_EQ(out.n_accepted, 2);
+    EXPECT_EQ(out.rows, (std::vector<int32_t>{0, 2, 3}));
+  }
+  {  // the argmax after the root is 3 (node 1), then 4, which no child holds.
+    const Rows rows({row_with(8, {{3, 1.0f}}), row_with(8, {{4, 1.0f}}), row_with(8, {{2, 1.0f}}),
+                     row_with(8, {{7, 1.0f}})});
+    Sampler s(greedy(), 8);
+    const Verification out = v.verify_tree(s, rows.view(), 0, nodes, parents);
+    EXPECT_EQ(out.tokens, (std::vector<int32_t>{3, 4}));
+    EXPECT_EQ(out.n_accepted, 1);
+    EXPECT_EQ(out.rows, (std::vector<int32_t>{0, 1}));
+  }
+  {  // no branch holds the argmax 6: one token, as a plain decode step.
+    const Rows rows({row_with(8, {{6, 1.0f}}), row_with(8, {{4, 1.0f}}), row_with(8, {{2, 1.0f}}),
+                     row_with(8, {{7, 1.0f}})});
+    Sampler s(greedy(), 8);
+    const Verification out = v.verify_tree(s, rows.view(), 0, nodes, parents);
+    EXPECT_EQ(out.tokens, (std::vector<int32_t>{6}));
+    EXPECT_EQ(out.n_accepted, 0);
+  }
+  const Rows three({row_with(8, {{6, 1.0f}}), row_with(8, {{4, 1.0f}}), row_with(8, {{2, 1.0f}})});
+  Sampler s(greedy(), 8);
+  EXPECT_THROW(v.verify_tree(s, three.view(), 0, nodes, parents), Error);
+  EXPECT_THROW(v.verify_tree(s, three.view(), 0, nodes, std::vector<int32_t>{0, 0, 0, 2}), Error);
+}
+
+// Sampling through a tree is lossless: the first token follows p0 (whichever branch holds it),
+// and given that the first token is node 2's, the second follows p2.
+TEST(VerifierTree, SampledTokensFollowTheTargetWhateverTheTree) {
+  for (float top_p : {1.0f, 0.8f}) {
+    SamplingParams params;
+    params.temperature = 1.0f;
+    params.top_p = top_p;
+    params.seed = 99;
+    Sampler s(params, kVocab);
+    Verifier v;
+    const Rows rows({kTarget, kSecond, kSecond, kTarget});
+    const std::vector<int32_t> nodes = {3, 5, 2};  // 3 and 5 are p0's two likeliest tokens
+    const std::vector<int32_t> parents = {-1, 0, 0, 2};
+    const int n = 20000;
+    std::vector<double> first(kVocab, 0), second(kVocab, 0);
+    int n_second = 0;
+    for (int i = 0; i < n; ++i) {
+      const Verification out = v.verify_tree(s, rows.view(), 0, nodes, parents);
+      first[static_cast<size_t>(out.tokens[0])] += 1;
+      if (out.tokens[0] == 5) {
+        ASSERT_GE(out.tokens.size(), 2u);
+        second[static_cast<size_t>(out.tokens[1])] += 1;
+        ++n_second;
+      }
+    }
+    const std::string what = "top_p " + std::to_string(top_p);
+    expect_follows(first, processed(params, kTarget), n, what + " first token");
+    expect_follows(second, processed(params, kSecond), n_second, what + " after node 2");
+  }
+}
+
 }  // namespace
 }  // namespace llms::spec

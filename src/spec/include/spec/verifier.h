@@ -14,6 +14,14 @@
 // Each emitted token is accept()ed by the sampler before the next row is processed, so the
 // penalties see accepted tokens only. With no drafts this is exactly one sample() (the plain
 // decode step).
+//
+// Token trees (verify_tree): the drafts are the nodes of a tree whose root is the sequence's
+// last sampled token; row r follows the root and node r's branch. From the root, the token is
+// drawn from the processed row as sample() would (the argmax when greedy); if a child of the
+// current node holds it, that child is kept and the walk goes on from its row, else the drawn
+// token ends the walk. Every output token is thus drawn from the target's own distribution
+// given the tokens before it: the output follows p exactly, for any tree (the proposer's
+// drafts act as point masses, as in verify()).
 #pragma once
 
 #include <cstdint>
@@ -28,15 +36,24 @@ namespace llms::spec {
 struct Verification {
   int32_t n_accepted = 0;       // drafts kept
   std::vector<int32_t> tokens;  // the kept drafts, then the corrected or bonus token
+  // Row (after first_row) each token was drawn from: 0..n_accepted for a chain; with a tree the
+  // kept nodes' region indices are rows[1..n_accepted] (the root is region index 0).
+  std::vector<int32_t> rows;
 };
 
 class Verifier {
  public:
   // rows.row(first_row + j), j = 0..drafts.size(), are the sequence's rows. draft_q: one
   // distribution per draft, or empty for point-mass proposals.
-  Verification verify(sampling::Sampler& sampler, const model::LogitsView& rows,
-                      int32_t first_row, std::span<const int32_t> drafts,
+  Verification verify(sampling::Sampler& sampler, const model::LogitsView& rows, int32_t first_row,
+                      std::span<const int32_t> drafts,
                       std::span<const sampling::Distribution> draft_q = {});
+
+  // nodes[r - 1] is region node r's token and parents[r] its parent (parents[0] = -1: the root;
+  // parents[r] < r); rows.row(first_row + r) follows node r.
+  Verification verify_tree(sampling::Sampler& sampler, const model::LogitsView& rows,
+                           int32_t first_row, std::span<const int32_t> nodes,
+                           std::span<const int32_t> parents);
 
  private:
   std::vector<float> row_;  // the row being processed (the chain edits it in place)
