@@ -59,21 +59,26 @@ spec::SpeculativeConfig SpeculativeOptions::to_config() const {
       c.disable_by_batch_size = json_int(j, "disable_by_batch_size", 0, 1 << 20);
     } else if (key == "draft_vocab_size") {
       c.draft_vocab_size = json_int(j, "draft_vocab_size", 0, 1 << 30);
+    } else if (key == "draft_tree_width") {
+      c.draft_tree_width = json_int(j, "draft_tree_width", 1, spec::kMaxDraftTreeWidth);
     } else if (key == "fixed_length") {
       if (!value.is_boolean()) bad("--speculative-config: \"fixed_length\" must be true or false");
       c.fixed_length = value.get<bool>();
     } else {
-      bad(fmt::format("--speculative-config: unknown key \"{}\" (method, model, "
+      bad(
+          fmt::format("--speculative-config: unknown key \"{}\" (method, model, "
                       "num_speculative_tokens, prompt_lookup_min, prompt_lookup_max, "
-                      "disable_by_batch_size, draft_vocab_size, fixed_length)",
+                      "disable_by_batch_size, draft_vocab_size, draft_tree_width, fixed_length)",
                       key));
     }
   }
   if (!method.empty()) c.method = spec::parse_method(method);
   if (num_speculative_tokens >= 0) c.num_speculative_tokens = num_speculative_tokens;
   if (draft_vocab_size >= 0) c.draft_vocab_size = draft_vocab_size;
+  if (draft_tree_width >= 0) c.draft_tree_width = draft_tree_width;
   // A draft model alone implies the draft method (as vLLM infers it from "model").
-  if (c.method == spec::Method::kNone && !draft_model_name().empty()) c.method = spec::Method::kDraft;
+  if (c.method == spec::Method::kNone && !draft_model_name().empty())
+    c.method = spec::Method::kDraft;
   if (c.method != spec::Method::kNone && c.num_speculative_tokens == 0 &&
       num_speculative_tokens < 0 && !j.contains("num_speculative_tokens")) {
     c.num_speculative_tokens = 4;  // default draft length when only the method is given
@@ -100,9 +105,12 @@ void add_speculative_options(CLI::App& cmd, SpeculativeOptions& o) {
                  "Most draft tokens per sequence per step, 0..16 (default 4 with a method)");
   cmd.add_option("--draft-vocab-size", o.draft_vocab_size,
                  "Draft head over the first N token ids only (0: the whole vocabulary)");
+  cmd.add_option("--draft-tree-width", o.draft_tree_width,
+                 "Draft a token tree: the N likeliest branches at each depth, verified in one "
+                 "target pass (1: a chain; needs a draft model)");
   cmd.add_option("--speculative-config", o.config_json,
                  "vLLM-style JSON: method, model, num_speculative_tokens, prompt_lookup_min/max, "
-                 "disable_by_batch_size");
+                 "disable_by_batch_size, draft_vocab_size, draft_tree_width");
 }
 
 std::unique_ptr<gguf::GgufFile> open_draft_model(const SpeculativeOptions& opts,

@@ -19,6 +19,7 @@ struct SpeculativeOptions {
   std::string draft_model;
   int32_t num_speculative_tokens = -1;  // -1: not given
   int32_t draft_vocab_size = -1;        // -1: not given
+  int32_t draft_tree_width = -1;        // -1: not given
   std::string config_json;
 
   // Throws llms::Error(kInvalidArgument) naming the flag (or JSON key) that is wrong.

@@ -261,7 +261,8 @@ void Engine::Impl::deliver(Request& request, Sample& sample, const spec::Verific
     t.id = token;
     if (sample.sampler->wants_logprobs()) {
       sampling::SampleResult r;
-      sample.sampler->fill_logprobs(logits.row(first_row + j), r, token);
+      sample.sampler->fill_logprobs(logits.row(first_row + v.rows[static_cast<size_t>(j)]), r,
+                                    token);
       t.logprob = r.logprob;
       t.top_logprobs = std::move(r.top_logprobs);
     }
@@ -317,7 +318,7 @@ model::LogitsView Engine::Impl::execute_isolating(
     single.clear();
     std::span<const int32_t> all = scheduler->tokens(s.seq_id);
     single.add_sequence(s.seq_id, all.subspan(s.n_computed_before, s.n_new), s.n_computed_before,
-                        kv_cache->block_table(s.seq_id), n_rows);
+                        kv_cache->block_table(s.seq_id), n_rows, draft_tree_of(s));
     try {
       const model::LogitsView one = execute(single);
       if (static_cast<size_t>(one.n_vocab) != n_vocab) {
@@ -365,18 +366,66 @@ void Engine::Impl::process_rows(const sched::ScheduledSequence& s, const model::
     drafts_scratch.assign(all.end() - s.n_draft, all.end());
     drafts = drafts_scratch;
   }
-  const spec::Verification v = verifier.verify(*sample.sampler, logits, first_row, drafts);
+  const std::span<const int32_t> tree = draft_tree_of(s);
+  const spec::Verification v =
+      tree.empty() ? verifier.verify(*sample.sampler, logits, first_row, drafts)
+                   : verifier.verify_tree(*sample.sampler, logits, first_row, drafts, tree);
   if (s.n_draft > 0) {
-    scheduler->accept_draft(s.seq_id, v.n_accepted);
+    int32_t depth = s.n_draft;  // a chain's; a tree's is its deepest node's
+    if (!tree.empty()) {
+      keep_branch(s, v);
+      depth = 0;
+      std::vector<int32_t>& depths = tree_depths_scratch;
+      depths.assign(tree.size(), 0);
+      for (size_t r = 1; r < tree.size(); ++r) {
+        depths[r] = depths[static_cast<size_t>(tree[r])] + 1;
+        depth = std::max(depth, depths[r]);
+      }
+    } else {
+      scheduler->accept_draft(s.seq_id, v.n_accepted);
+    }
+    sample.draft_tree.clear();
     ++totals.spec_num_drafts;
     totals.spec_num_draft_tokens += s.n_draft;
     totals.spec_num_accepted_tokens += v.n_accepted;
     for (int32_t j = 0; j < v.n_accepted; ++j) {
       ++totals.spec_accepted_per_pos[static_cast<size_t>(j)];
     }
-    draft_policy->observe_verification(s.seq_id, s.n_draft, v.n_accepted);
+    // The policy models a chain: a tree counts as one as deep as its deepest branch.
+    draft_policy->observe_verification(s.seq_id, depth, v.n_accepted);
   }
   deliver(request, sample, v, logits, first_row);
+}
+
+std::span<const int32_t> Engine::Impl::draft_tree_of(const sched::ScheduledSequence& s) const {
+  if (s.n_draft == 0) return {};
+  const SeqRef& ref = seqs.at(s.seq_id);
+  const std::vector<int32_t>& tree =
+      ref.request->samples[static_cast<size_t>(ref.index)].draft_tree;
+  if (tree.empty()) return {};
+  // The scheduler may have taken only the first drafts: parents precede children, so they are
+  // a tree too.
+  return std::span<const int32_t>(tree).first(static_cast<size_t>(1 + s.n_draft));
+}
+
+void Engine::Impl::keep_branch(const sched::ScheduledSequence& s, const spec::Verification& v) {
+  const std::span<const kv::BlockId> table = kv_cache->block_table(s.seq_id);
+  const int32_t bs = config.block_size;
+  const int32_t root = s.n_computed_before + s.n_new - 1 - s.n_draft;  // the root's slot
+  std::vector<kv::SlotCopy>& copies = slot_copies_scratch;
+  copies.clear();
+  for (int32_t e = 1; e <= v.n_accepted; ++e) {
+    // Kept nodes ascend (parents precede children), so no copy overwrites a later source.
+    const int32_t from = root + v.rows[static_cast<size_t>(e)];
+    const int32_t to = root + e;
+    if (from == to) continue;
+    copies.push_back(kv::SlotCopy{table[static_cast<size_t>(from / bs)], from % bs,
+                                  table[static_cast<size_t>(to / bs)], to % bs});
+  }
+  runner->copy_slots(copies);
+  scheduler->accept_draft(
+      s.seq_id, v.n_accepted,
+      std::span<const int32_t>(v.tokens).first(static_cast<size_t>(v.n_accepted)));
 }
 
 bool Engine::Impl::step() {
@@ -390,7 +439,8 @@ bool Engine::Impl::step() {
   for (const sched::ScheduledSequence& s : plan.scheduled) {
     std::span<const int32_t> all = scheduler->tokens(s.seq_id);
     batch.add_sequence(s.seq_id, all.subspan(s.n_computed_before, s.n_new), s.n_computed_before,
-                       kv_cache->block_table(s.seq_id), s.samples ? 1 + s.n_draft : 0);
+                       kv_cache->block_table(s.seq_id), s.samples ? 1 + s.n_draft : 0,
+                       draft_tree_of(s));
     Request& request = *seqs.at(s.seq_id).request;
     if (s.samples && request.first_token < 0) gives_first_token = true;
     if (request.first_scheduled < 0) {

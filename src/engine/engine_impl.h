@@ -56,6 +56,9 @@ struct Sample {
   int32_t n_generated = 0;
   bool finished = false;
   int32_t n_preemptions = 0;
+  // The token tree its pending drafts form, as a StepBatch tree region: [0] = -1 for the last
+  // sampled token (the root), then draft i's parent at i + 1. Empty: the drafts are a chain.
+  std::vector<int32_t> draft_tree;
 };
 
 struct Request {
@@ -92,6 +95,10 @@ struct Engine::Impl {
                                       std::unordered_map<int64_t, std::string>& failed);
   void process_rows(const sched::ScheduledSequence& s, const model::LogitsView& logits,
                     int32_t first_row);
+  // The tree region of a scheduled sequence's step (empty for a chain or no drafts).
+  std::span<const int32_t> draft_tree_of(const sched::ScheduledSequence& s) const;
+  // Moves a verified tree's kept branch into the slots after its root and keeps it.
+  void keep_branch(const sched::ScheduledSequence& s, const spec::Verification& v);
   void propose_drafts();
   bool step();
 
@@ -127,6 +134,9 @@ struct Engine::Impl {
   std::vector<int64_t> decoding_scratch;
   std::vector<spec::ProposalRequest> asks_scratch;
   std::vector<std::vector<int32_t>> proposals_scratch;
+  std::vector<std::vector<int32_t>> parents_scratch;
+  std::vector<kv::SlotCopy> slot_copies_scratch;
+  std::vector<int32_t> tree_depths_scratch;
   EngineStats totals;
 };
 

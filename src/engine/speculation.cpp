@@ -75,7 +75,8 @@ void Engine::Impl::make_proposer(int32_t n_blocks) {
                               gib(kv_bytes), gib(left)));
     }
     auto draft = std::make_unique<spec::DraftModelProposer>(
-        std::move(draft_runner), config.block_size, n_blocks, config.kv_cache_dtype, tok.n_vocab());
+        std::move(draft_runner), config.block_size, n_blocks, config.kv_cache_dtype, tok.n_vocab(),
+        /*max_tokens_per_pass=*/1024, sc.draft_tree_width);
     draft_proposer = draft.get();
     proposer = std::move(draft);
   }
@@ -120,8 +121,9 @@ void Engine::Impl::propose_drafts() {
   }
   for (spec::ProposalRequest& a : asks) a.max_drafts = std::min(a.max_drafts, k);
   std::vector<std::vector<int32_t>>& drafts = proposals_scratch;
+  std::vector<std::vector<int32_t>>& parents = parents_scratch;
   try {
-    proposer->propose(asks, drafts);
+    proposer->propose_tree(asks, drafts, parents);
   } catch (const std::exception&) {
     // A proposer that fails costs speed, never output: these sequences decode without drafts
     // (and it forgets their state, which may be half-updated).
@@ -134,7 +136,14 @@ void Engine::Impl::propose_drafts() {
     }
   }
   for (size_t i = 0; i < asks.size(); ++i) {
-    if (!drafts[i].empty()) scheduler->append_draft(asks[i].seq_id, drafts[i]);
+    if (drafts[i].empty()) continue;
+    scheduler->append_draft(asks[i].seq_id, drafts[i]);
+    const SeqRef& ref = seqs.at(asks[i].seq_id);
+    std::vector<int32_t>& tree = ref.request->samples[static_cast<size_t>(ref.index)].draft_tree;
+    tree.clear();
+    if (parents[i].empty()) continue;  // a chain
+    tree.push_back(-1);
+    for (const int32_t p : parents[i]) tree.push_back(p + 1);
   }
 }
 

@@ -1,9 +1,13 @@
 #include "spec/draft_model_proposer.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cmath>
+#include <limits>
 
 #include "sampling/sampler.h"
+#include "spec/speculative_config.h"
 #include "util/error.h"
 
 namespace llms::spec {
@@ -11,15 +15,19 @@ namespace llms::spec {
 DraftModelProposer::DraftModelProposer(std::unique_ptr<model::ModelRunner> runner,
                                        int32_t block_size, int32_t n_blocks,
                                        kv::KvCacheType kv_type, int32_t n_valid_tokens,
-                                       int32_t max_tokens_per_pass)
+                                       int32_t max_tokens_per_pass, int32_t tree_width)
     : runner_(std::move(runner)),
       kv_(n_blocks, block_size, /*enable_prefix_caching=*/false),
       n_valid_tokens_(n_valid_tokens),
-      max_tokens_per_pass_(max_tokens_per_pass) {
+      max_tokens_per_pass_(max_tokens_per_pass),
+      tree_width_(tree_width) {
   if (!runner_) throw Error(Error::Kind::kInvalidArgument, "draft proposer: no draft model");
   if (n_valid_tokens < 1) {
     throw Error(Error::Kind::kInvalidArgument,
                 "draft proposer: the tokenizer's vocabulary exceeds the draft model's output");
+  }
+  if (tree_width < 1 || tree_width > kMaxDraftTreeWidth) {
+    throw Error(Error::Kind::kInvalidArgument, "draft proposer: tree_width out of range");
   }
   if (max_tokens_per_pass < 1) {
     throw Error(Error::Kind::kInvalidArgument, "draft proposer: max_tokens_per_pass must be >= 1");
@@ -39,11 +47,8 @@ bool DraftModelProposer::extend(int64_t seq_id, Sequence& seq, int64_t n_new) {
   return kv_.allocate(seq_id, n_have, n_have + n_new, copies_);
 }
 
-void DraftModelProposer::propose(std::span<const ProposalRequest> requests,
-                                 std::vector<std::vector<int32_t>>& drafts) {
-  drafts.assign(requests.size(), {});
-  last_passes_.clear();
-  std::vector<Work> work(requests.size());
+std::vector<DraftModelProposer::Work*> DraftModelProposer::catch_up_items(
+    std::span<const ProposalRequest> requests, std::vector<Work>& work) {
   std::vector<Work*> items;
   for (size_t i = 0; i < requests.size(); ++i) {
     const ProposalRequest& r = requests[i];
@@ -65,9 +70,22 @@ void DraftModelProposer::propose(std::span<const ProposalRequest> requests,
     w.pending.assign(r.tokens.begin() + static_cast<std::ptrdiff_t>(lcp), r.tokens.end());
     items.push_back(&w);
   }
+  return items;
+}
+
+void DraftModelProposer::propose(std::span<const ProposalRequest> requests,
+                                 std::vector<std::vector<int32_t>>& drafts) {
+  drafts.assign(requests.size(), {});
+  last_passes_.clear();
+  std::vector<Work> work(requests.size());
+  std::vector<Work*> items = catch_up_items(requests, work);
+  const auto append_argmax = [&](Work& w, std::span<const float> row) {
+    const size_t width = std::min(row.size(), static_cast<size_t>(n_valid_tokens_));
+    drafts[w.request].push_back(sampling::argmax(row.first(width)));
+  };
   // Draft position 1 needs the catch-up; each later one a single token (the previous draft).
   for (int32_t position = 0; !items.empty(); ++position) {
-    run_passes(items, drafts);
+    run_passes(items, append_argmax);
     std::vector<Work*> next;
     for (Work* w : items) {
       const std::vector<int32_t>& d = drafts[w->request];
@@ -80,8 +98,137 @@ void DraftModelProposer::propose(std::span<const ProposalRequest> requests,
   }
 }
 
-void DraftModelProposer::run_passes(std::vector<Work*>& items,
-                                    std::vector<std::vector<int32_t>>& drafts) {
+void DraftModelProposer::add_candidates(std::span<const float> row, int32_t parent,
+                                        float parent_score, std::vector<Candidate>& out) const {
+  const size_t width = std::min(row.size(), static_cast<size_t>(n_valid_tokens_));
+  const std::span<const float> r = row.first(width);
+  // The tree_width greatest logits, kept sorted (ties: the lower id, as argmax).
+  std::array<Candidate, kMaxDraftTreeWidth> top;
+  int32_t n_top = 0;
+  float max = -std::numeric_limits<float>::infinity();
+  for (size_t id = 0; id < r.size(); ++id) {
+    const float v = r[id];
+    max = std::max(max, v);
+    if (n_top == tree_width_ && !(v > top[static_cast<size_t>(n_top - 1)].score)) continue;
+    int32_t at = std::min(n_top, tree_width_ - 1);
+    while (at > 0 && v > top[static_cast<size_t>(at - 1)].score) {
+      top[static_cast<size_t>(at)] = top[static_cast<size_t>(at - 1)];
+      --at;
+    }
+    top[static_cast<size_t>(at)] = Candidate{static_cast<int32_t>(id), parent, v};
+    n_top = std::min(n_top + 1, tree_width_);
+  }
+  double sum = 0.0;
+  for (const float v : r) sum += std::exp(static_cast<double>(v - max));
+  const auto log_z = static_cast<float>(max + std::log(sum));
+  for (int32_t i = 0; i < n_top; ++i) {
+    Candidate c = top[static_cast<size_t>(i)];
+    c.score = parent_score + (c.score - log_z);
+    out.push_back(c);
+  }
+}
+
+void DraftModelProposer::propose_tree(std::span<const ProposalRequest> requests,
+                                      std::vector<std::vector<int32_t>>& drafts,
+                                      std::vector<std::vector<int32_t>>& parents) {
+  if (tree_width_ <= 1) {
+    Proposer::propose_tree(requests, drafts, parents);
+    return;
+  }
+  drafts.assign(requests.size(), {});
+  parents.assign(requests.size(), {});
+  last_passes_.clear();
+  std::vector<Work> work(requests.size());
+  std::vector<Work*> items = catch_up_items(requests, work);
+  std::vector<Candidate> candidates;
+  // The next level: the best candidates, as many as the width and the node budget allow.
+  const auto grow = [&](Work& w) {
+    std::vector<int32_t>& d = drafts[w.request];
+    std::vector<int32_t>& p = parents[w.request];
+    const int32_t budget = requests[w.request].max_drafts - static_cast<int32_t>(d.size());
+    const auto keep = static_cast<size_t>(std::clamp<int64_t>(
+        std::min<int64_t>(tree_width_, budget), 0, static_cast<int64_t>(candidates.size())));
+    std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep),
+                      candidates.end(), [](const Candidate& a, const Candidate& b) {
+                        return a.score > b.score || (a.score == b.score && a.token < b.token);
+                      });
+    w.level.clear();
+    w.score.clear();
+    for (size_t i = 0; i < keep; ++i) {
+      w.level.push_back(static_cast<int32_t>(d.size()));
+      w.score.push_back(candidates[i].score);
+      d.push_back(candidates[i].token);
+      p.push_back(candidates[i].parent);
+    }
+  };
+  run_passes(items, [&](Work& w, std::span<const float> row) {
+    candidates.clear();
+    add_candidates(row, -1, 0.0f, candidates);
+    grow(w);
+  });
+  const auto wants_more = [&](const Work& w) {
+    return !w.failed && !w.level.empty() &&
+           static_cast<int32_t>(drafts[w.request].size()) < requests[w.request].max_drafts;
+  };
+  std::vector<Work*> growing;
+  for (Work* w : items) {
+    if (wants_more(*w)) growing.push_back(w);
+  }
+  // One batched pass per level (more when the level exceeds a pass): each node's row gives its
+  // children's candidates.
+  while (!growing.empty()) {
+    std::vector<Work*> next;
+    size_t item = 0;
+    while (item < growing.size()) {
+      batch_.clear();
+      std::vector<Work*> in_batch;
+      int32_t budget = max_tokens_per_pass_;
+      for (; item < growing.size(); ++item) {
+        Work& w = *growing[item];
+        const auto n = static_cast<int32_t>(w.level.size());
+        if (n > budget && !in_batch.empty()) break;
+        const std::vector<int32_t>& d = drafts[w.request];
+        const auto n_nodes = static_cast<int32_t>(d.size());
+        const auto base = static_cast<int32_t>(w.seq->computed.size());
+        copies_.clear();
+        if (!kv_.allocate(w.seq_id, base + n_nodes - n, base + n_nodes, copies_)) {
+          // The draft pool is full: the tree stops growing here (what it has is a valid tree).
+          w.failed = true;
+          remove(w.seq_id);
+          continue;
+        }
+        batch_.add_sequence(w.seq_id, std::span<const int32_t>(d).last(static_cast<size_t>(n)),
+                            base + n_nodes - n, kv_.block_table(w.seq_id), n, parents[w.request]);
+        budget -= n;
+        in_batch.push_back(&w);
+      }
+      if (in_batch.empty()) break;
+      const auto t0 = std::chrono::steady_clock::now();
+      const model::LogitsView logits = runner_->execute(batch_);
+      ++n_passes_;
+      last_passes_.push_back(
+          {static_cast<int32_t>(batch_.tokens.size()),
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+      int32_t row = 0;
+      for (Work* w : in_batch) {
+        candidates.clear();
+        for (size_t j = 0; j < w->level.size(); ++j) {
+          add_candidates(logits.row(row++), w->level[j], w->score[j], candidates);
+        }
+        grow(*w);
+        if (wants_more(*w)) next.push_back(w);
+      }
+    }
+    growing.swap(next);
+  }
+  // The tree leaves the draft cache: the next catch-up computes the branch the target kept.
+  for (Work* w : items) {
+    if (!w->failed) kv_.truncate(w->seq_id, static_cast<int64_t>(w->seq->computed.size()));
+  }
+}
+
+template <class OnRow>
+void DraftModelProposer::run_passes(std::vector<Work*>& items, OnRow&& on_row) {
   // Each item's offset into its pending tokens.
   std::vector<size_t> done(items.size(), 0);
   for (;;) {
@@ -119,9 +266,7 @@ void DraftModelProposer::run_passes(std::vector<Work*>& items,
     for (size_t i : in_batch) {
       Work& w = *items[i];
       if (done[i] != w.pending.size()) continue;  // no logits row: its chunk did not finish
-      const std::span<const float> r = logits.row(row++);
-      const size_t width = std::min(r.size(), static_cast<size_t>(n_valid_tokens_));
-      drafts[w.request].push_back(sampling::argmax(r.first(width)));
+      on_row(w, logits.row(row++));
     }
   }
 }

@@ -17,12 +17,20 @@ void SpeculativeConfig::validate() const {
                     method_name(method), kMaxSpeculativeTokens));
   }
   if (prompt_lookup_min < 1 || prompt_lookup_max < prompt_lookup_min || prompt_lookup_max > 64) {
-    bad(fmt::format("prompt_lookup_min ({}) and prompt_lookup_max ({}) must satisfy 1 <= min <= "
+    bad(
+        fmt::format("prompt_lookup_min ({}) and prompt_lookup_max ({}) must satisfy 1 <= min <= "
                     "max <= 64",
                     prompt_lookup_min, prompt_lookup_max));
   }
   if (draft_vocab_size < 0) {
     bad(fmt::format("--draft-vocab-size must be >= 0, got {}", draft_vocab_size));
+  }
+  if (draft_tree_width < 1 || draft_tree_width > kMaxDraftTreeWidth) {
+    bad(fmt::format("--draft-tree-width must be in [1, {}], got {}", kMaxDraftTreeWidth,
+                    draft_tree_width));
+  }
+  if (draft_tree_width > 1 && method != Method::kDraft) {
+    bad("--draft-tree-width: token trees need --speculative-method draft");
   }
   if (disable_by_batch_size < 0) {
     bad(fmt::format("speculative_disable_by_batch_size must be >= 0, got {}",

@@ -65,7 +65,8 @@ class EngineSpecTest : public EngineTest {
     return p;
   }
 
-  enum class Kind { kNgram, kSelfDraft, kOtherDraft };
+  // Trees: the draft model proposes token trees (kSelfTree: width 2, kOtherTree: width 3).
+  enum class Kind { kNgram, kSelfDraft, kOtherDraft, kSelfTree, kOtherTree };
 
   static EngineConfig spec_config(Kind kind, int32_t k, int32_t n_blocks, int32_t budget = 512,
                                   int32_t max_seqs = 64) {
@@ -78,7 +79,10 @@ class EngineSpecTest : public EngineTest {
       c.speculative.method = spec::Method::kNgram;
     } else {
       c.speculative.method = spec::Method::kDraft;
-      c.draft_file = kind == Kind::kSelfDraft ? file_ : other_draft_;
+      const bool self = kind == Kind::kSelfDraft || kind == Kind::kSelfTree;
+      c.draft_file = self ? file_ : other_draft_;
+      if (kind == Kind::kSelfTree) c.speculative.draft_tree_width = 2;
+      if (kind == Kind::kOtherTree) c.speculative.draft_tree_width = 3;
     }
     return c;
   }
@@ -140,7 +144,8 @@ TEST_F(EngineSpecTest, GreedyOutputIsTheSameWithEveryProposer) {
   std::mt19937 rng(11);
   const std::vector<GenerationRequest> requests = mixed_requests(rng, 8);
   const std::vector<Collected> plain = run_all(config(256), requests);
-  for (Kind kind : {Kind::kNgram, Kind::kSelfDraft, Kind::kOtherDraft}) {
+  for (Kind kind :
+       {Kind::kNgram, Kind::kSelfDraft, Kind::kOtherDraft, Kind::kSelfTree, Kind::kOtherTree}) {
     for (int32_t k : {1, 3, 8}) {
       EngineStats s;
       const std::vector<Collected> spec = run_all(spec_config(kind, k, 256), requests, &s);
@@ -164,6 +169,14 @@ TEST_F(EngineSpecTest, GreedyOutputIsTheSameWithEveryProposer) {
         EXPECT_EQ(s.spec_num_accepted_tokens, s.spec_num_draft_tokens) << what;
         EXPECT_LT(s.n_steps, plain.size() * 30u) << what;
       }
+      if (kind == Kind::kSelfTree) {
+        // Its first branch is the target's argmax chain: every verification keeps a whole
+        // branch, as deep as the tree (k nodes two per level: ceil(k / 2) deep, but the first
+        // level's and the last's may hold one).
+        EXPECT_GT(s.spec_num_accepted_tokens, 0) << what;
+        EXPECT_GE(s.spec_num_accepted_tokens * 2, s.spec_num_draft_tokens - s.spec_num_drafts)
+            << what;
+      }
     }
   }
 }
@@ -185,7 +198,7 @@ TEST_F(EngineSpecTest, ComposesWithChunkingPrefixCachingPreemptionAndPriorities)
   plain_config.enable_prefix_caching = false;
   std::vector<Collected> plain;
   for (const auto& r : requests) plain.push_back(run_all(plain_config, {r})[0]);
-  for (Kind kind : {Kind::kNgram, Kind::kSelfDraft, Kind::kOtherDraft}) {
+  for (Kind kind : {Kind::kNgram, Kind::kSelfDraft, Kind::kOtherDraft, Kind::kOtherTree}) {
     // 20 blocks for 16 sequences of up to ~140 tokens: preemption; a 48-token budget: chunks.
     EngineConfig c = spec_config(kind, 4, 20, 48, 64);
     c.scheduler.policy = sched::Policy::kPriority;
@@ -206,7 +219,7 @@ TEST_F(EngineSpecTest, SamplesStopStringsAndMaxTokensInsideAcceptedRuns) {
   const Collected plain = run_all(config(64), {base})[0];
   const std::string text = plain.text.at(0);
   ASSERT_GE(text.size(), 8u);
-  for (Kind kind : {Kind::kNgram, Kind::kSelfDraft}) {
+  for (Kind kind : {Kind::kNgram, Kind::kSelfDraft, Kind::kSelfTree}) {
     // max_tokens exact: every length from 1 to 9 with drafts of 8.
     for (int32_t max_tokens = 1; max_tokens <= 9; ++max_tokens) {
       GenerationRequest r = greedy(prompt, max_tokens);

@@ -85,6 +85,22 @@ TEST(SpeculativeConfig, OtherFieldsMustNotBeNegative) {
   expect_refused(c, "--draft-vocab-size");
 }
 
+TEST(SpeculativeConfig, DraftTreeWidthIs1To8AndNeedsADraftModel) {
+  SpeculativeConfig c = ngram(4);
+  c.method = Method::kDraft;
+  for (int32_t w : {1, 2, 8}) {
+    c.draft_tree_width = w;
+    EXPECT_NO_THROW(c.validate()) << w;
+  }
+  for (int32_t w : {0, 9, -1}) {
+    c.draft_tree_width = w;
+    expect_refused(c, "--draft-tree-width");
+  }
+  SpeculativeConfig n = ngram(4);
+  n.draft_tree_width = 2;
+  expect_refused(n, "--draft-tree-width: token trees need --speculative-method draft");
+}
+
 TEST(SpeculativeConfig, ParseMethod) {
   EXPECT_EQ(parse_method("ngram"), Method::kNgram);
   EXPECT_EQ(parse_method("[ngram]"), Method::kNgram);

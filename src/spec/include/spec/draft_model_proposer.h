@@ -9,6 +9,12 @@
 // batched forward pass over all sequences per draft position. Proposals are point masses (the
 // draft's argmax), which the verifier's rejection rule handles for any target temperature.
 //
+// With tree_width > 1, propose_tree() drafts a token tree instead: after the catch-up, each
+// level keeps the tree_width likeliest continuations of the previous level's nodes (scored by
+// the draft's log-probability of the whole branch), one batched pass per level with the tree
+// attention of kv/step_batch.h, until max_drafts nodes; the tree's keys and values are then
+// dropped from the draft cache (the next catch-up computes the branch the target kept).
+//
 // A sequence whose draft cache cannot get blocks gets no drafts and its cache is dropped, so a
 // full draft pool only slows speculation down, never fails a request.
 #pragma once
@@ -29,10 +35,13 @@ class DraftModelProposer final : public Proposer {
   // never proposed).
   DraftModelProposer(std::unique_ptr<model::ModelRunner> runner, int32_t block_size,
                      int32_t n_blocks, kv::KvCacheType kv_type, int32_t n_valid_tokens,
-                     int32_t max_tokens_per_pass = 1024);
+                     int32_t max_tokens_per_pass = 1024, int32_t tree_width = 1);
 
   void propose(std::span<const ProposalRequest> requests,
                std::vector<std::vector<int32_t>>& drafts) override;
+  void propose_tree(std::span<const ProposalRequest> requests,
+                    std::vector<std::vector<int32_t>>& drafts,
+                    std::vector<std::vector<int32_t>>& parents) override;
   void remove(int64_t seq_id) override;
 
   // Draft forward passes run so far (for the engine's statistics and tests).
@@ -56,16 +65,38 @@ class DraftModelProposer final : public Proposer {
     Sequence* seq = nullptr;
     std::vector<int32_t> pending;  // tokens still to compute before the next draft
     bool failed = false;
+    // Token trees: the nodes of the level being computed (indices in the drafts) and each
+    // node's branch score (log-probability).
+    std::vector<int32_t> level;
+    std::vector<float> score;
+  };
+  // A candidate node of a token tree: its token, the node it follows (-1: the root) and the
+  // branch's log-probability.
+  struct Candidate {
+    int32_t token = 0;
+    int32_t parent = -1;
+    float score = 0.0f;
   };
 
-  // Computes every work item's pending tokens (in passes) and appends each item's next draft.
-  void run_passes(std::vector<Work*>& items, std::vector<std::vector<int32_t>>& drafts);
+  // Brings every item's draft cache up to its request's tokens: drops what no longer matches,
+  // gathers the rest in `pending`. Requests that want no drafts get no item.
+  std::vector<Work*> catch_up_items(std::span<const ProposalRequest> requests,
+                                    std::vector<Work>& work);
+  // Computes every work item's pending tokens (in passes) and hands each item's last row (the
+  // one after its pending tokens) to on_row(Work&, row).
+  template <class OnRow>
+  void run_passes(std::vector<Work*>& items, OnRow&& on_row);
+  // Adds to `out` the tree_width likeliest tokens of a draft row after node `parent` whose
+  // branch scored `parent_score`.
+  void add_candidates(std::span<const float> row, int32_t parent, float parent_score,
+                      std::vector<Candidate>& out) const;
   bool extend(int64_t seq_id, Sequence& seq, int64_t n_new);
 
   std::unique_ptr<model::ModelRunner> runner_;
   kv::KvCacheManager kv_;
   int32_t n_valid_tokens_;
   int32_t max_tokens_per_pass_;
+  int32_t tree_width_;
   std::unordered_map<int64_t, Sequence> seqs_;
   kv::StepBatch batch_;
   std::vector<kv::BlockCopy> copies_;

@@ -27,6 +27,16 @@ class Proposer {
   // drafts is resized to requests.size(); drafts[i] gets at most requests[i].max_drafts tokens.
   virtual void propose(std::span<const ProposalRequest> requests,
                        std::vector<std::vector<int32_t>>& drafts) = 0;
+  // Token trees: as propose(), and parents[i] (resized to requests.size()) is empty when
+  // drafts[i] is a chain, else one entry per draft: the index in drafts[i] of the draft it
+  // follows, or -1 for one that follows the known tokens directly; parents precede children.
+  // max_drafts then bounds the tree's nodes. Proposers of chains need not override it.
+  virtual void propose_tree(std::span<const ProposalRequest> requests,
+                            std::vector<std::vector<int32_t>>& drafts,
+                            std::vector<std::vector<int32_t>>& parents) {
+    propose(requests, drafts);
+    parents.assign(requests.size(), {});
+  }
   // The sequence ended (or will not speculate again soon): drop what is kept for it.
   virtual void remove(int64_t /*seq_id*/) {}
 };

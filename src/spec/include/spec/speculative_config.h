@@ -15,6 +15,7 @@ namespace llms::spec {
 enum class Method { kNone, kNgram, kDraft };
 
 inline constexpr int32_t kMaxSpeculativeTokens = 16;
+inline constexpr int32_t kMaxDraftTreeWidth = 8;
 
 struct SpeculativeConfig {
   Method method = Method::kNone;
@@ -29,6 +30,10 @@ struct SpeculativeConfig {
   // byte-level BPE numbers tokens most frequent first, so a head over the first 32k ids keeps
   // most drafts and reads far fewer bytes.
   int32_t draft_vocab_size = 0;
+  // A draft model proposes a token tree: at each depth the draft_tree_width likeliest
+  // continuations (by the draft's probability of the whole branch) are kept and verified in
+  // the same target pass, num_speculative_tokens nodes in all. 1: one chain (no tree).
+  int32_t draft_tree_width = 1;
   // Fix the draft length at num_speculative_tokens (no adaptation): for tests and for
   // measuring acceptance at one length.
   bool fixed_length = false;
