@@ -98,33 +98,98 @@ void DraftModelProposer::propose(std::span<const ProposalRequest> requests,
   }
 }
 
-void DraftModelProposer::add_candidates(std::span<const float> row, int32_t parent,
-                                        float parent_score, std::vector<Candidate>& out) const {
+void DraftModelProposer::add_candidates(std::span<const float> row, int32_t parent, Work& w) const {
   const size_t width = std::min(row.size(), static_cast<size_t>(n_valid_tokens_));
   const std::span<const float> r = row.first(width);
   // The tree_width greatest logits, kept sorted (ties: the lower id, as argmax).
-  std::array<Candidate, kMaxDraftTreeWidth> top;
+  std::array<std::pair<float, int32_t>, kMaxDraftTreeWidth> top;
   int32_t n_top = 0;
   float max = -std::numeric_limits<float>::infinity();
   for (size_t id = 0; id < r.size(); ++id) {
     const float v = r[id];
     max = std::max(max, v);
-    if (n_top == tree_width_ && !(v > top[static_cast<size_t>(n_top - 1)].score)) continue;
+    if (n_top == tree_width_ && !(v > top[static_cast<size_t>(n_top - 1)].first)) continue;
     int32_t at = std::min(n_top, tree_width_ - 1);
-    while (at > 0 && v > top[static_cast<size_t>(at - 1)].score) {
+    while (at > 0 && v > top[static_cast<size_t>(at - 1)].first) {
       top[static_cast<size_t>(at)] = top[static_cast<size_t>(at - 1)];
       --at;
     }
-    top[static_cast<size_t>(at)] = Candidate{static_cast<int32_t>(id), parent, v};
+    top[static_cast<size_t>(at)] = {v, static_cast<int32_t>(id)};
     n_top = std::min(n_top + 1, tree_width_);
   }
   double sum = 0.0;
   for (const float v : r) sum += std::exp(static_cast<double>(v - max));
   const auto log_z = static_cast<float>(max + std::log(sum));
+  const Candidate* p = parent >= 0 ? &w.candidates[static_cast<size_t>(parent)] : nullptr;
   for (int32_t i = 0; i < n_top; ++i) {
-    Candidate c = top[static_cast<size_t>(i)];
-    c.score = parent_score + (c.score - log_z);
-    out.push_back(c);
+    Candidate c;
+    c.token = top[static_cast<size_t>(i)].second;
+    c.parent = parent;
+    // min(): a rounding log_z must not let a child outscore its parent.
+    c.score = std::min(p ? p->score : 0.0f,
+                       (p ? p->score : 0.0f) + (top[static_cast<size_t>(i)].first - log_z));
+    c.depth = p ? p->depth + 1 : 1;
+    w.candidates.push_back(c);
+  }
+}
+
+bool DraftModelProposer::choose_frontier(Work& w, int32_t max_nodes) const {
+  const size_t newest = w.level_begin;
+  if (newest >= w.candidates.size()) return false;
+  if (w.candidates[newest].depth >= max_nodes) return false;  // deep enough
+  // The score a candidate must beat to be among the max_nodes best so far.
+  std::vector<float> scores;
+  scores.reserve(w.candidates.size());
+  for (const Candidate& c : w.candidates) scores.push_back(c.score);
+  float bar = -std::numeric_limits<float>::infinity();
+  if (static_cast<int32_t>(scores.size()) >= max_nodes) {
+    std::nth_element(scores.begin(), scores.begin() + (max_nodes - 1), scores.end(),
+                     std::greater<>());
+    bar = scores[static_cast<size_t>(max_nodes - 1)];
+  }
+  w.frontier.clear();
+  for (size_t i = newest; i < w.candidates.size(); ++i) {
+    // A child never scores above its parent: one at or below the bar can only add children
+    // that stay out of the tree.
+    if (w.candidates[i].score > bar || static_cast<int32_t>(scores.size()) < max_nodes) {
+      w.frontier.push_back(static_cast<int32_t>(i));
+    }
+  }
+  const auto keep = std::min<size_t>(w.frontier.size(), static_cast<size_t>(tree_width_));
+  std::partial_sort(w.frontier.begin(), w.frontier.begin() + static_cast<std::ptrdiff_t>(keep),
+                    w.frontier.end(), [&](int32_t a, int32_t b) {
+                      return w.candidates[static_cast<size_t>(a)].score >
+                             w.candidates[static_cast<size_t>(b)].score;
+                    });
+  w.frontier.resize(keep);
+  return !w.frontier.empty();
+}
+
+void DraftModelProposer::select_tree(const Work& w, int32_t max_nodes, std::vector<int32_t>& drafts,
+                                     std::vector<int32_t>& parents) {
+  std::vector<int32_t> order(w.candidates.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  const auto keep = std::min<size_t>(order.size(), static_cast<size_t>(std::max(max_nodes, 0)));
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep), order.end(),
+                    [&](int32_t a, int32_t b) {
+                      const Candidate& x = w.candidates[static_cast<size_t>(a)];
+                      const Candidate& y = w.candidates[static_cast<size_t>(b)];
+                      if (x.score != y.score) return x.score > y.score;
+                      if (x.depth != y.depth) return x.depth < y.depth;
+                      return a < b;
+                    });
+  order.resize(keep);
+  std::sort(order.begin(), order.end());  // creation order: parents before children
+  std::vector<int32_t> draft_index(w.candidates.size(), -1);
+  drafts.clear();
+  parents.clear();
+  for (const int32_t i : order) {
+    const Candidate& c = w.candidates[static_cast<size_t>(i)];
+    const int32_t parent = c.parent < 0 ? -1 : draft_index[static_cast<size_t>(c.parent)];
+    if (c.parent >= 0 && parent < 0) continue;  // unreachable: ancestors rank first
+    draft_index[static_cast<size_t>(i)] = static_cast<int32_t>(drafts.size());
+    drafts.push_back(c.token);
+    parents.push_back(parent);
   }
 }
 
@@ -140,65 +205,49 @@ void DraftModelProposer::propose_tree(std::span<const ProposalRequest> requests,
   last_passes_.clear();
   std::vector<Work> work(requests.size());
   std::vector<Work*> items = catch_up_items(requests, work);
-  std::vector<Candidate> candidates;
-  // The next level: the best candidates, as many as the width and the node budget allow.
-  const auto grow = [&](Work& w) {
-    std::vector<int32_t>& d = drafts[w.request];
-    std::vector<int32_t>& p = parents[w.request];
-    const int32_t budget = requests[w.request].max_drafts - static_cast<int32_t>(d.size());
-    const auto keep = static_cast<size_t>(std::clamp<int64_t>(
-        std::min<int64_t>(tree_width_, budget), 0, static_cast<int64_t>(candidates.size())));
-    std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep),
-                      candidates.end(), [](const Candidate& a, const Candidate& b) {
-                        return a.score > b.score || (a.score == b.score && a.token < b.token);
-                      });
-    w.level.clear();
-    w.score.clear();
-    for (size_t i = 0; i < keep; ++i) {
-      w.level.push_back(static_cast<int32_t>(d.size()));
-      w.score.push_back(candidates[i].score);
-      d.push_back(candidates[i].token);
-      p.push_back(candidates[i].parent);
-    }
-  };
   run_passes(items, [&](Work& w, std::span<const float> row) {
-    candidates.clear();
-    add_candidates(row, -1, 0.0f, candidates);
-    grow(w);
+    w.level_begin = 0;
+    add_candidates(row, -1, w);
   });
-  const auto wants_more = [&](const Work& w) {
-    return !w.failed && !w.level.empty() &&
-           static_cast<int32_t>(drafts[w.request].size()) < requests[w.request].max_drafts;
-  };
+  const auto max_nodes = [&](const Work& w) { return requests[w.request].max_drafts; };
   std::vector<Work*> growing;
   for (Work* w : items) {
-    if (wants_more(*w)) growing.push_back(w);
+    if (!w->failed && choose_frontier(*w, max_nodes(*w))) growing.push_back(w);
   }
-  // One batched pass per level (more when the level exceeds a pass): each node's row gives its
-  // children's candidates.
+  // One batched pass per level (more when a level exceeds a pass): each frontier node's row
+  // gives its children.
+  std::vector<int32_t> tokens;
   while (!growing.empty()) {
     std::vector<Work*> next;
     size_t item = 0;
     while (item < growing.size()) {
       batch_.clear();
       std::vector<Work*> in_batch;
+      std::vector<std::vector<int32_t>> level_tokens;
       int32_t budget = max_tokens_per_pass_;
       for (; item < growing.size(); ++item) {
         Work& w = *growing[item];
-        const auto n = static_cast<int32_t>(w.level.size());
+        const auto n = static_cast<int32_t>(w.frontier.size());
         if (n > budget && !in_batch.empty()) break;
-        const std::vector<int32_t>& d = drafts[w.request];
-        const auto n_nodes = static_cast<int32_t>(d.size());
         const auto base = static_cast<int32_t>(w.seq->computed.size());
+        const auto n_before = static_cast<int32_t>(w.region_parents.size());
         copies_.clear();
-        if (!kv_.allocate(w.seq_id, base + n_nodes - n, base + n_nodes, copies_)) {
-          // The draft pool is full: the tree stops growing here (what it has is a valid tree).
+        if (!kv_.allocate(w.seq_id, base + n_before, base + n_before + n, copies_)) {
+          // The draft pool is full: the tree stops growing here.
           w.failed = true;
-          remove(w.seq_id);
           continue;
         }
-        batch_.add_sequence(w.seq_id, std::span<const int32_t>(d).last(static_cast<size_t>(n)),
-                            base + n_nodes - n, kv_.block_table(w.seq_id), n, parents[w.request]);
+        tokens.clear();
+        for (const int32_t f : w.frontier) {
+          Candidate& c = w.candidates[static_cast<size_t>(f)];
+          c.region = static_cast<int32_t>(w.region_parents.size());
+          w.region_parents.push_back(
+              c.parent < 0 ? -1 : w.candidates[static_cast<size_t>(c.parent)].region);
+          tokens.push_back(c.token);
+        }
+        level_tokens.push_back(tokens);
+        batch_.add_sequence(w.seq_id, level_tokens.back(), base + n_before,
+                            kv_.block_table(w.seq_id), n, w.region_parents);
         budget -= n;
         in_batch.push_back(&w);
       }
@@ -211,19 +260,19 @@ void DraftModelProposer::propose_tree(std::span<const ProposalRequest> requests,
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
       int32_t row = 0;
       for (Work* w : in_batch) {
-        candidates.clear();
-        for (size_t j = 0; j < w->level.size(); ++j) {
-          add_candidates(logits.row(row++), w->level[j], w->score[j], candidates);
-        }
-        grow(*w);
-        if (wants_more(*w)) next.push_back(w);
+        w->level_begin = w->candidates.size();
+        for (const int32_t f : w->frontier) add_candidates(logits.row(row++), f, *w);
+        if (choose_frontier(*w, max_nodes(*w))) next.push_back(w);
       }
     }
     growing.swap(next);
   }
-  // The tree leaves the draft cache: the next catch-up computes the branch the target kept.
   for (Work* w : items) {
-    if (!w->failed) kv_.truncate(w->seq_id, static_cast<int64_t>(w->seq->computed.size()));
+    select_tree(*w, max_nodes(*w), drafts[w->request], parents[w->request]);
+    // The tree leaves the draft cache: the next catch-up computes the branch the target kept.
+    if (seqs_.count(w->seq_id) != 0) {
+      kv_.truncate(w->seq_id, static_cast<int64_t>(w->seq->computed.size()));
+    }
   }
 }
 

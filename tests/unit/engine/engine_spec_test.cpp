@@ -170,12 +170,9 @@ TEST_F(EngineSpecTest, GreedyOutputIsTheSameWithEveryProposer) {
         EXPECT_LT(s.n_steps, plain.size() * 30u) << what;
       }
       if (kind == Kind::kSelfTree) {
-        // Its first branch is the target's argmax chain: every verification keeps a whole
-        // branch, as deep as the tree (k nodes two per level: ceil(k / 2) deep, but the first
-        // level's and the last's may hold one).
-        EXPECT_GT(s.spec_num_accepted_tokens, 0) << what;
-        EXPECT_GE(s.spec_num_accepted_tokens * 2, s.spec_num_draft_tokens - s.spec_num_drafts)
-            << what;
+        // The target's own argmax is the first child of every node of the draft's tree (the
+        // draft is the target): each verification keeps at least that child of the root.
+        EXPECT_GE(s.spec_num_accepted_tokens, s.spec_num_drafts) << what;
       }
     }
   }

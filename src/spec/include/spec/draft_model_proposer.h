@@ -9,11 +9,15 @@
 // batched forward pass over all sequences per draft position. Proposals are point masses (the
 // draft's argmax), which the verifier's rejection rule handles for any target temperature.
 //
-// With tree_width > 1, propose_tree() drafts a token tree instead: after the catch-up, each
-// level keeps the tree_width likeliest continuations of the previous level's nodes (scored by
-// the draft's log-probability of the whole branch), one batched pass per level with the tree
-// attention of kv/step_batch.h, until max_drafts nodes; the tree's keys and values are then
-// dropped from the draft cache (the next catch-up computes the branch the target kept).
+// With tree_width > 1, propose_tree() drafts a token tree instead (a dynamic tree, as EAGLE-2
+// builds one): a candidate's score is the draft's log-probability of its whole branch; each
+// level expands the tree_width best candidates of the newest level (one batched pass per level,
+// with the tree attention of kv/step_batch.h), each adding its tree_width likeliest tokens as
+// candidates; the tree is the max_drafts best candidates overall (a child never scores above its
+// parent, so they form a tree). Where the draft is sure the tree is a deep chain; where it
+// hesitates it branches. Expansion stops when no candidate of the newest level could still
+// enter the best max_drafts, or at depth max_drafts. The tree's keys and values then leave the
+// draft cache (the next catch-up computes the branch the target kept).
 //
 // A sequence whose draft cache cannot get blocks gets no drafts and its cache is dropped, so a
 // full draft pool only slows speculation down, never fails a request.
@@ -59,23 +63,29 @@ class DraftModelProposer final : public Proposer {
   struct Sequence {
     std::vector<int32_t> computed;  // tokens whose keys and values are in the draft cache
   };
+  // A candidate node of a token tree: its token, the candidate it follows (-1: the root), the
+  // draft's log-probability of its whole branch, its depth (1: follows the root) and its slot in
+  // the draft cache's tree region once expanded (-1 before).
+  struct Candidate {
+    int32_t token = 0;
+    int32_t parent = -1;
+    float score = 0.0f;
+    int32_t depth = 1;
+    int32_t region = -1;
+  };
   struct Work {
     size_t request = 0;
     int64_t seq_id = 0;
     Sequence* seq = nullptr;
     std::vector<int32_t> pending;  // tokens still to compute before the next draft
     bool failed = false;
-    // Token trees: the nodes of the level being computed (indices in the drafts) and each
-    // node's branch score (log-probability).
-    std::vector<int32_t> level;
-    std::vector<float> score;
-  };
-  // A candidate node of a token tree: its token, the node it follows (-1: the root) and the
-  // branch's log-probability.
-  struct Candidate {
-    int32_t token = 0;
-    int32_t parent = -1;
-    float score = 0.0f;
+    // Token trees: every candidate so far (a child is created after its parent), the ones the
+    // next pass expands, and the parents of the expanded ones in the draft cache's tree region
+    // (region index of the parent, -1 for the root).
+    std::vector<Candidate> candidates;
+    std::vector<int32_t> frontier;        // indices in candidates
+    std::vector<int32_t> region_parents;  // per expanded candidate, in expansion order
+    size_t level_begin = 0;               // the newest level's first candidate
   };
 
   // Brings every item's draft cache up to its request's tokens: drops what no longer matches,
@@ -86,10 +96,14 @@ class DraftModelProposer final : public Proposer {
   // one after its pending tokens) to on_row(Work&, row).
   template <class OnRow>
   void run_passes(std::vector<Work*>& items, OnRow&& on_row);
-  // Adds to `out` the tree_width likeliest tokens of a draft row after node `parent` whose
-  // branch scored `parent_score`.
-  void add_candidates(std::span<const float> row, int32_t parent, float parent_score,
-                      std::vector<Candidate>& out) const;
+  // Adds to w.candidates the tree_width likeliest tokens of a draft row after candidate
+  // `parent` (-1: the root).
+  void add_candidates(std::span<const float> row, int32_t parent, Work& w) const;
+  // Chooses the next level's frontier (false: nothing left worth expanding).
+  bool choose_frontier(Work& w, int32_t max_nodes) const;
+  // The max_nodes best candidates as drafts in creation order, parents as draft indices.
+  static void select_tree(const Work& w, int32_t max_nodes, std::vector<int32_t>& drafts,
+                          std::vector<int32_t>& parents);
   bool extend(int64_t seq_id, Sequence& seq, int64_t n_new);
 
   std::unique_ptr<model::ModelRunner> runner_;
