@@ -166,6 +166,7 @@ Sample Engine::Impl::make_sample(const Request& request, int32_t index) {
   if (params.seed && index > 0) params.seed = *params.seed + static_cast<uint64_t>(index);
   s.sampler = std::make_unique<sampling::Sampler>(params, runner->n_vocab());
   s.sampler->set_prompt(request.params.prompt);
+  if (request.params.constraint) s.sampler->set_constraint(request.params.constraint->make());
   s.detok = std::make_unique<tokenizer::IncrementalDetokenizer>(
       tok, tokenizer::DetokenizerOptions{.stop_strings = request.params.stop,
                                          .skip_special = request.params.skip_special_tokens});
@@ -207,24 +208,26 @@ void Engine::Impl::finish_sample(Request& request, Sample& sample, FinishReason 
   }
 }
 
-// Ends every unfinished sample of the request with `reason` (abort, or error with `error` said)
-// and forgets the request. The callback may throw (it is the caller's code); that cannot stop
-// the engine.
-void Engine::Impl::end_request(Request& request, FinishReason reason, const std::string& error) {
+// Ends every unfinished sample of the request with `reason` (abort; error, with `message` as
+// the error; stop, with `message` as the stop reason) and forgets the request. The callback may
+// throw (it is the caller's code); that cannot stop the engine.
+void Engine::Impl::end_request(Request& request, FinishReason reason, const std::string& message) {
   if (reason == FinishReason::kError) ++totals.n_failed_requests;
   const int64_t id = request.id;
   for (int32_t i = 0; i < request.params.n; ++i) {
     RequestOutput out;
     out.index = i;
-    out.error = error;
+    if (reason == FinishReason::kError) out.error = message;
+    const std::string stop_reason = reason == FinishReason::kStop ? message : std::string();
     if (static_cast<size_t>(i) < request.samples.size()) {
       Sample& s = request.samples[static_cast<size_t>(i)];
       if (s.finished) continue;
-      finish_sample(request, s, reason, {}, out);
+      finish_sample(request, s, reason, stop_reason, out);
     } else {
       // A sample not forked yet: it never started.
       out.finished = true;
       out.finish_reason = reason;
+      out.stop_reason = stop_reason;
       if (++request.n_finished == request.params.n) {
         out.request_finished = true;
         request.metrics.e2e_time = now_seconds() - request.metrics.arrival_time;
@@ -485,6 +488,10 @@ bool Engine::Impl::step() {
     if (!s.samples) continue;
     try {
       process_rows(s, logits, first_row);
+    } catch (const sampling::ConstraintDeadEnd& e) {
+      // The request's grammar allows no next token: it ends, as a stop, saying so.
+      end_request(request, FinishReason::kStop, e.what());
+      continue;
     } catch (const std::exception& e) {
       end_request(request, FinishReason::kError,
                   std::string("generating this request failed: ") + e.what());

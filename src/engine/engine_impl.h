@@ -88,7 +88,7 @@ struct Engine::Impl {
                const model::LogitsView& logits, int32_t first_row);
   void finish_sample(Request& request, Sample& sample, FinishReason reason, std::string stop_reason,
                      RequestOutput& out);
-  void end_request(Request& request, FinishReason reason, const std::string& error);
+  void end_request(Request& request, FinishReason reason, const std::string& message);
   void emit(Request& request, RequestOutput& out);
   model::LogitsView execute(const kv::StepBatch& step_batch);
   model::LogitsView execute_isolating(const sched::SchedulerOutput& plan,

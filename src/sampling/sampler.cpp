@@ -122,6 +122,7 @@ void Sampler::set_prompt(std::span<const int32_t> prompt) {
 
 void Sampler::accept(int32_t token) {
   if (token < 0 || token >= n_vocab_) return;
+  if (constraint_) constraint_->accept(token);
   if (out_count_[token] == 0 && !in_prompt_[token]) seen_.push_back(token);
   ++out_count_[token];
 }
@@ -151,10 +152,15 @@ float Distribution::prob_of(int32_t id) const {
   return 0.0f;
 }
 
+void Sampler::apply_constraint(std::span<float> logits) {
+  if (constraint_ && !constraint_->mask(logits)) throw ConstraintDeadEnd();
+}
+
 SampleResult Sampler::sample(std::span<float> logits) {
   SampleResult result;
   const bool logprobs_wanted = wants_logprobs();
   if (logprobs_wanted) raw_.assign(logits.begin(), logits.end());
+  apply_constraint(logits);
   apply_penalties(logits);
   result.token = draw(logits);
   if (logprobs_wanted) fill_logprobs(raw_, result, result.token);
@@ -163,6 +169,7 @@ SampleResult Sampler::sample(std::span<float> logits) {
 
 void Sampler::distribution(std::span<float> logits, Distribution& out) {
   out.clear();
+  apply_constraint(logits);
   apply_penalties(logits);
   if (is_greedy()) {
     out.ids.push_back(argmax(logits));
@@ -188,7 +195,12 @@ int32_t Sampler::draw_from(const Distribution& dist) {
     u -= dist.probs[i];
     if (u < 0.0) return dist.ids[i];
   }
-  return dist.ids.back();  // rounding left a sliver of mass: the last candidate takes it
+  // Rounding left a sliver of mass: the last candidate that has any takes it (a masked one has
+  // none).
+  for (size_t i = dist.ids.size(); i-- > 0;) {
+    if (dist.probs[i] > 0.0f) return dist.ids[i];
+  }
+  return dist.ids.back();
 }
 
 int32_t Sampler::draw(std::span<float> logits) {
@@ -202,7 +214,12 @@ int32_t Sampler::draw(std::span<float> logits) {
     u -= probs_[i];
     if (u < 0.0) return order_[i];
   }
-  return order_[n_cand - 1];  // rounding left a sliver of mass: the last candidate takes it
+  // Rounding left a sliver of mass: the last candidate that has any takes it (a masked one has
+  // none).
+  for (size_t i = n_cand; i-- > 0;) {
+    if (probs_[i] > 0.0) return order_[i];
+  }
+  return order_[n_cand - 1];
 }
 
 size_t Sampler::candidates(std::span<const float> logits, double& total_out) {

@@ -8,10 +8,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "sampling/sampler.h"
+#include "sampling/token_constraint.h"
 
 namespace llms::engine {
 
@@ -28,6 +30,10 @@ struct GenerationRequest {
   // Speculative decoding for this request: -1 follows the engine's configuration, 0 turns it
   // off, 1..16 caps the draft length (the load-adaptive policy may still choose fewer).
   int32_t num_speculative_tokens = -1;
+  // Structured output: each sample's tokens are masked by a constraint of its own from this
+  // factory (null: free text). A sample whose constraint allows no next token ends the request
+  // with FinishReason::kStop and the reason in stop_reason.
+  std::shared_ptr<const sampling::TokenConstraintFactory> constraint;
 };
 
 // kError: a fault inside the step (a failing kernel, a bad token reaching the model) ended the

@@ -12,6 +12,9 @@
 // drafted token against exactly what sample() would have drawn from; accept() is called only for
 // tokens that are kept, so the penalties see the output and nothing else.
 //
+// A constraint (sampling/token_constraint.h) masks every row first, before the penalties; a row
+// it leaves without any token throws ConstraintDeadEnd.
+//
 // A Sampler owns scratch space sized for the vocabulary at construction; sample() allocates
 // nothing except the returned top-logprob list when asked for one.
 #pragma once
@@ -22,6 +25,8 @@
 #include <span>
 #include <utility>
 #include <vector>
+
+#include "sampling/token_constraint.h"
 
 namespace llms::sampling {
 
@@ -77,8 +82,13 @@ class Sampler {
 
   // Tokens of the prompt, for the repetition penalty.
   void set_prompt(std::span<const int32_t> prompt);
-  // Records a generated token, for the penalties.
+  // Records a generated token, for the penalties (and moves the constraint past it).
   void accept(int32_t token);
+  // Structured output: every row is masked by `constraint` from now on (null: none).
+  void set_constraint(std::unique_ptr<TokenConstraint> constraint) {
+    constraint_ = std::move(constraint);
+  }
+  bool constrained() const { return constraint_ != nullptr; }
 
   // Samples from `logits` (n_vocab values; modified in place by the chain).
   SampleResult sample(std::span<float> logits);
@@ -100,6 +110,8 @@ class Sampler {
 
  private:
   void apply_penalties(std::span<float> logits) const;
+  // The constraint's mask, when there is one; throws ConstraintDeadEnd when it allows nothing.
+  void apply_constraint(std::span<float> logits);
   int32_t draw(std::span<float> logits);
   // The non-greedy chain after the penalties: leaves the candidates in order_[0, n) with their
   // unnormalized probabilities in probs_ and returns n; `total` gets their sum.
@@ -117,6 +129,7 @@ class Sampler {
   std::vector<size_t> nucleus_index_;  // scratch for top-p
   std::vector<int32_t> reorder_ids_;
   std::vector<float> reorder_probs_;
+  std::unique_ptr<TokenConstraint> constraint_;
 };
 
 }  // namespace llms::sampling
