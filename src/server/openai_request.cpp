@@ -242,8 +242,9 @@ void parse_common(const json& body, const ParseLimits& limits, OpenAiRequest& r)
   r.ignore_eos = get_bool(body, "ignore_eos", false);
   r.skip_special_tokens = get_bool(body, "skip_special_tokens", true);
   r.priority = static_cast<int32_t>(get_int(body, "priority", 0, -1'000'000, 1'000'000));
-  r.num_speculative_tokens =
-      static_cast<int32_t>(get_int(body, "num_speculative_tokens", -1, 0, spec::kMaxSpeculativeTokens));
+  r.structured = parse_structured_output(body);
+  r.num_speculative_tokens = static_cast<int32_t>(
+      get_int(body, "num_speculative_tokens", -1, 0, spec::kMaxSpeculativeTokens));
   (void)get_string(body, "user", "");
 
   sampling::SamplingParams& s = r.sampling;

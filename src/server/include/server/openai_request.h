@@ -15,6 +15,7 @@
 
 #include "engine/request.h"
 #include "sampling/sampler.h"
+#include "server/structured_output_request.h"
 
 namespace llms::server {
 
@@ -54,7 +55,8 @@ struct OpenAiRequest {
   bool skip_special_tokens = true;
   int32_t priority = 0;
   int32_t num_speculative_tokens = -1;  // extension: -1 the server's setting, 0 off, 1..16 a cap
-  sampling::SamplingParams sampling;  // logprobs / n_top_logprobs included
+  StructuredOutput structured;          // response_format, structured_outputs, guided_*
+  sampling::SamplingParams sampling;    // logprobs / n_top_logprobs included
 };
 
 OpenAiRequest parse_completion_request(const nlohmann::json& body, const ParseLimits& limits);

@@ -1,0 +1,110 @@
+// parse_structured_output through the request parser: every spelling (response_format,
+// structured_outputs, guided_*) gives the same StructuredOutput; a schema may come as an object
+// or as its JSON text; two spellings at once, a bad name, a bad type or an empty choice list is
+// a 400 naming the field.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "server/api_error.h"
+#include "server/openai_request.h"
+
+namespace llms::server {
+namespace {
+
+using nlohmann::json;
+using Kind = StructuredOutput::Kind;
+
+ParseLimits limits() {
+  ParseLimits l;
+  l.n_vocab = 1000;
+  return l;
+}
+
+json chat(json extra) {
+  json body = {{"model", "m"}, {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
+  for (auto& [k, v] : extra.items()) body[k] = v;
+  return body;
+}
+
+StructuredOutput parsed(const json& extra) {
+  return parse_chat_request(chat(extra), limits()).structured;
+}
+
+std::string refused_param(const json& extra) {
+  try {
+    (void)parse_chat_request(chat(extra), limits());
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    return e.param();
+  }
+  ADD_FAILURE() << "accepted " << extra.dump();
+  return "";
+}
+
+const json kSchema = {
+    {"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}, {"required", {"a"}}};
+
+TEST(StructuredOutputRequest, EverySpellingGivesTheSameConstraint) {
+  EXPECT_FALSE(parsed(json::object()).active());
+  EXPECT_FALSE(parsed({{"response_format", {{"type", "text"}}}}).active());
+  EXPECT_EQ(parsed({{"response_format", {{"type", "json_object"}}}}).kind, Kind::kJsonObject);
+  EXPECT_EQ(parsed({{"structured_outputs", {{"json_object", true}}}}).kind, Kind::kJsonObject);
+
+  const StructuredOutput a = parsed(
+      {{"response_format",
+        {{"type", "json_schema"}, {"json_schema", {{"name", "Thing_1"}, {"schema", kSchema}}}}}});
+  EXPECT_EQ(a.kind, Kind::kJsonSchema);
+  EXPECT_EQ(a.schema, kSchema);
+  EXPECT_EQ(a.param, "response_format.json_schema.schema");
+  EXPECT_EQ(parsed({{"structured_outputs", {{"json", kSchema}}}}).schema, kSchema);
+  EXPECT_EQ(parsed({{"structured_outputs", {{"json", kSchema.dump()}}}}).schema, kSchema);
+  EXPECT_EQ(parsed({{"guided_json", kSchema}}).schema, kSchema);
+  EXPECT_EQ(parsed({{"guided_json", kSchema.dump()}}).param, "guided_json");
+
+  const StructuredOutput r = parsed({{"guided_regex", "[0-9]+"}});
+  EXPECT_EQ(r.kind, Kind::kRegex);
+  EXPECT_EQ(r.text, "[0-9]+");
+  EXPECT_EQ(parsed({{"structured_outputs", {{"regex", "a|b"}}}}).text, "a|b");
+  const StructuredOutput c = parsed({{"guided_choice", {"yes", "no"}}});
+  EXPECT_EQ(c.kind, Kind::kChoice);
+  EXPECT_EQ(c.choices, (std::vector<std::string>{"yes", "no"}));
+  EXPECT_EQ(parsed({{"structured_outputs", {{"choice", {"x"}}}}}).choices.size(), 1u);
+  EXPECT_EQ(parsed({{"guided_grammar", "root ::= \"a\""}}).kind, Kind::kGrammar);
+  EXPECT_EQ(parsed({{"structured_outputs", {{"grammar", "root ::= \"a\""}}}}).kind, Kind::kGrammar);
+  // Null is absent.
+  EXPECT_FALSE(parsed({{"response_format", nullptr}, {"guided_json", nullptr}}).active());
+  // Completions take them too.
+  json body = {{"model", "m"}, {"prompt", "x"}, {"guided_regex", "[a-z]"}};
+  EXPECT_EQ(parse_completion_request(body, limits()).structured.kind, Kind::kRegex);
+}
+
+TEST(StructuredOutputRequest, BadShapesAreRefusedNamingTheField) {
+  EXPECT_EQ(refused_param({{"response_format", "json"}}), "response_format");
+  EXPECT_EQ(refused_param({{"response_format", {{"type", "xml"}}}}), "response_format.type");
+  EXPECT_EQ(refused_param({{"response_format", {{"type", "json_schema"}}}}),
+            "response_format.json_schema");
+  EXPECT_EQ(refused_param({{"response_format",
+                            {{"type", "json_schema"},
+                             {"json_schema", {{"name", "has space"}, {"schema", kSchema}}}}}}),
+            "response_format.json_schema.name");
+  EXPECT_EQ(
+      refused_param({{"response_format",
+                      {{"type", "json_schema"}, {"json_schema", {{"name", "n"}, {"schema", 3}}}}}}),
+      "response_format.json_schema.schema");
+  EXPECT_EQ(refused_param(
+                {{"response_format",
+                  {{"type", "json_schema"}, {"json_schema", {{"name", "n"}, {"strict", "yes"}}}}}}),
+            "response_format.json_schema.strict");
+  EXPECT_EQ(refused_param({{"guided_json", "{not json"}}), "guided_json");
+  EXPECT_EQ(refused_param({{"guided_regex", ""}}), "guided_regex");
+  EXPECT_EQ(refused_param({{"guided_choice", json::array()}}), "guided_choice");
+  EXPECT_EQ(refused_param({{"guided_choice", {"a", 1}}}), "guided_choice");
+  EXPECT_EQ(refused_param({{"structured_outputs", {{"regex", "a"}, {"choice", {"a"}}}}}),
+            "structured_outputs");
+  EXPECT_EQ(refused_param({{"response_format", {{"type", "json_object"}}}, {"guided_regex", "a"}}),
+            "guided_regex");
+}
+
+}  // namespace
+}  // namespace llms::server
