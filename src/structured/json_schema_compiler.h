@@ -1,0 +1,95 @@
+// structured/json_schema_compiler: the state of one JSON Schema compilation, shared by its parts.
+//
+//   json_schema_normalize.cpp  keywords -> unions of Shapes (allOf meets, anyOf/oneOf unions)
+//   json_schema_meet.cpp       the meet of two Shapes
+//   json_schema_check.cpp      whether a Shape admits a value; whether two Shapes are disjoint
+//   json_schema_strings.cpp    string constraints (lengths, patterns, formats) -> one regex
+//   json_schema_plan.cpp       what each reachable Shape emits, and which ones can be satisfied
+//   json_schema_emit.cpp       the grammar text (json_schema_grammar.h)
+//
+// Invariants: every Shape in a union has at least one type; a SchemaSet's Shapes are computed
+// once; recursion through `$ref` happens only inside arrays and objects (a cycle that reaches
+// no value is refused), so normalizing terminates; every unit of work is charged to the budget.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "structured/json_schema.h"
+#include "structured/json_schema_document.h"
+#include "structured/json_schema_shape.h"
+
+namespace llms::structured::jsonschema {
+
+// Thrown (and caught) inside analyses that meet a schema still being normalized; never escapes.
+struct NormalizationCycle {};
+
+class SchemaCompiler {
+ public:
+  SchemaCompiler(const Json& root, const JsonSchemaOptions& options, CompileBudget& budget);
+
+  // The grammar text whose root is the document's root schema.
+  std::string compile();
+
+  // Normalization (json_schema_normalize.cpp). The union of Shapes of a set, computed once.
+  const std::vector<Shape>& shapes_of(const SchemaSet& set);
+  const std::vector<Shape>& shapes_of(const SchemaNode* node);
+
+  // The meet of two unions, and of two Shapes (json_schema_meet.cpp).
+  std::vector<Shape> meet(const std::vector<Shape>& a, const std::vector<Shape>& b);
+  std::optional<Shape> meet(const Shape& a, const Shape& b);
+
+  // Checks (json_schema_check.cpp). A check that cannot decide throws llms::Error.
+  bool admits(const SchemaSet& set, const Json& value, int depth);
+  bool admits(const Shape& shape, const Json& value, int depth);
+  // True only when no value satisfies both; false when they may overlap or it is not known.
+  bool provably_disjoint(const Shape& a, const Shape& b, int depth);
+
+  // Strings (json_schema_strings.cpp).
+  const PatternNode& pattern(const Sourced& source);
+  // The regex of a JSON string (with quotes) satisfying `shape`; nullopt when none does.
+  std::optional<std::string> string_regex(const StringShape& shape, StringSpelling spelling);
+  // The language of a format as a pattern; throws naming it when the format is unknown.
+  const PatternNode* format_pattern(const Sourced& format);
+
+  // The effective schema of a property name in an object Shape.
+  SchemaSet property_schema(const ObjectShape& object, const std::string& name);
+
+  const JsonSchemaOptions& options() const { return options_; }
+  CompileBudget& budget() { return budget_; }
+  SchemaDocument& document() { return document_; }
+
+  [[noreturn]] static void refuse(const std::string& message);
+  [[noreturn]] static void refuse_keyword(const std::string& keyword, const std::string& pointer,
+                                          const std::string& why = {});
+
+ private:
+  std::vector<Shape> normalize(const SchemaNode& node);
+  friend class ShapeNormalizer;
+
+  const JsonSchemaOptions options_;
+  CompileBudget& budget_;
+  SchemaDocument document_;
+  std::map<SchemaSet, std::vector<Shape>> set_shapes_;
+  std::unordered_map<const SchemaNode*, std::vector<Shape>> node_shapes_;
+  std::unordered_set<const SchemaNode*> in_progress_;
+  int normalize_depth_ = 0;
+  int analysis_depth_ = 0;  // > 0 while a check runs: a cycle then means "cannot tell"
+  std::unordered_map<std::string, std::unique_ptr<PatternNode>> patterns_;
+  std::unordered_map<std::string, std::unique_ptr<PatternNode>> formats_;
+};
+
+// JSON string contents whose decoded value is none of `excluded` (json_schema_strings.cpp).
+std::string strings_except_regex(const std::vector<std::string>& excluded, StringSpelling spelling,
+                                 CompileBudget& budget);
+
+// Pointer text for messages: "/" for the root.
+inline std::string shown_pointer(const std::string& pointer) {
+  return pointer.empty() ? "/" : pointer;
+}
+
+}  // namespace llms::structured::jsonschema

@@ -1,0 +1,179 @@
+// structured/json_schema_meet: the conjunction of two Shapes (allOf, $ref beside keywords, ...).
+//
+// Per type the constraints combine: type bits and enum values intersect, bounds tighten,
+// patterns and formats accumulate, items and properties meet position by position and name by
+// name. A property's effective schema on either side includes the patternProperties and
+// additionalProperties that side applies to its name, so nothing one side says is lost.
+#include <algorithm>
+
+#include "json_schema_compiler.h"
+
+namespace llms::structured::jsonschema {
+
+namespace {
+
+void tighten(std::optional<NumberBound>& bound, const std::optional<NumberBound>& other,
+             int better) {
+  if (!other) return;
+  if (!bound) {
+    bound = other;
+    return;
+  }
+  const int order = compare(other->value, bound->value);
+  if (order == better || (order == 0 && other->exclusive)) bound = other;
+}
+
+int64_t min_bound(int64_t a, int64_t b) {
+  if (a == kUnbounded) return b;
+  if (b == kUnbounded) return a;
+  return std::min(a, b);
+}
+
+void add_unique(std::vector<Sourced>& out, const std::vector<Sourced>& more) {
+  for (const Sourced& s : more) {
+    if (std::none_of(out.begin(), out.end(), [&](const Sourced& o) { return o.text == s.text; })) {
+      out.push_back(s);
+    }
+  }
+}
+
+}  // namespace
+
+SchemaSet SchemaCompiler::property_schema(const ObjectShape& object, const std::string& name) {
+  SchemaSet schema;
+  bool declared = false, matched = false;
+  for (const auto& property : object.properties) {
+    if (property.name == name) schema = schema.meet(property.schema), declared = true;
+  }
+  for (const auto& pattern_property : object.pattern_properties) {
+    if (pattern_matches(pattern(pattern_property.pattern), name, budget_)) {
+      schema = schema.meet(pattern_property.schema);
+      matched = true;
+    }
+  }
+  if (!declared && !matched) schema = schema.meet(object.additional);
+  return schema;
+}
+
+std::optional<Shape> SchemaCompiler::meet(const Shape& a, const Shape& b) {
+  budget_.charge(1, "JSON Schema shape meets");
+  Shape out;
+  out.types = a.types & b.types;
+  if (out.types == 0) return std::nullopt;
+
+  if (a.values && b.values) {
+    std::vector<Json> kept;
+    for (const Json& v : *a.values) {
+      for (const Json& w : *b.values) {
+        if (json_equal(v, w)) {
+          kept.push_back(v);
+          break;
+        }
+      }
+    }
+    if (kept.empty()) return std::nullopt;
+    out.values = std::move(kept);
+  } else {
+    out.values = a.values ? a.values : b.values;
+  }
+
+  out.number = a.number;
+  tighten(out.number.lower, b.number.lower, 1);
+  tighten(out.number.upper, b.number.upper, -1);
+
+  out.string = a.string;
+  out.string.min_length = std::max(a.string.min_length, b.string.min_length);
+  out.string.max_length = min_bound(a.string.max_length, b.string.max_length);
+  add_unique(out.string.patterns, b.string.patterns);
+  add_unique(out.string.formats, b.string.formats);
+  out.string.excluded.insert(out.string.excluded.end(), b.string.excluded.begin(),
+                             b.string.excluded.end());
+
+  // Arrays: item i meets item i; past both prefixes the rests meet.
+  const size_t prefix = std::max(a.array.prefix.size(), b.array.prefix.size());
+  for (size_t i = 0; i < prefix; ++i) {
+    const SchemaSet& x = i < a.array.prefix.size() ? a.array.prefix[i] : a.array.rest;
+    const SchemaSet& y = i < b.array.prefix.size() ? b.array.prefix[i] : b.array.rest;
+    out.array.prefix.push_back(x.meet(y));
+  }
+  out.array.rest = a.array.rest.meet(b.array.rest);
+  out.array.min_items = std::max(a.array.min_items, b.array.min_items);
+  out.array.max_items = min_bound(a.array.max_items, b.array.max_items);
+  out.array.unique_items = a.array.unique_items ? a.array.unique_items : b.array.unique_items;
+
+  // Objects.
+  const ObjectShape& p = a.object;
+  const ObjectShape& q = b.object;
+  const bool p_closed = p.additional.never && p.pattern_properties.empty();
+  const bool q_closed = q.additional.never && q.pattern_properties.empty();
+  if (!p_closed && !q_closed &&
+      ((!p.pattern_properties.empty() && !q.additional.is_any()) ||
+       (!q.pattern_properties.empty() && !p.additional.is_any()))) {
+    const Sourced& where = !p.pattern_properties.empty() ? p.pattern_properties[0].pattern
+                                                         : q.pattern_properties[0].pattern;
+    refuse_keyword("patternProperties", where.pointer,
+                   "combining it (through allOf or $ref) with another schema's "
+                   "additionalProperties is not supported");
+  }
+  const bool both_plain = p.pattern_properties.empty() && q.pattern_properties.empty() &&
+                          p.additional.is_any() && q.additional.is_any();
+  std::vector<std::string> names;
+  for (const auto& property : p.properties) names.push_back(property.name);
+  for (const auto& property : q.properties) {
+    if (std::find(names.begin(), names.end(), property.name) == names.end()) {
+      names.push_back(property.name);
+    }
+  }
+  for (const std::string& name : names) {
+    SchemaSet schema;
+    if (both_plain) {
+      // Fast path: no patterns and no additionalProperties on either side.
+      for (const auto& property : p.properties) {
+        if (property.name == name) schema = schema.meet(property.schema);
+      }
+      for (const auto& property : q.properties) {
+        if (property.name == name) schema = schema.meet(property.schema);
+      }
+    } else {
+      schema = property_schema(p, name).meet(property_schema(q, name));
+    }
+    out.object.properties.push_back({name, std::move(schema)});
+  }
+  if (p_closed || q_closed) {
+    out.object.additional = SchemaSet::none();  // patterns already folded into the names
+  } else {
+    out.object.pattern_properties = p.pattern_properties;
+    out.object.pattern_properties.insert(out.object.pattern_properties.end(),
+                                         q.pattern_properties.begin(), q.pattern_properties.end());
+    out.object.additional = p.additional.meet(q.additional);
+  }
+  out.object.required = p.required;
+  for (const std::string& name : q.required) {
+    if (std::find(out.object.required.begin(), out.object.required.end(), name) ==
+        out.object.required.end()) {
+      out.object.required.push_back(name);
+    }
+  }
+  out.object.property_names = p.property_names;
+  out.object.property_names.insert(out.object.property_names.end(), q.property_names.begin(),
+                                   q.property_names.end());
+  out.object.min_properties = std::max(p.min_properties, q.min_properties);
+  out.object.max_properties = min_bound(p.max_properties, q.max_properties);
+
+  out.unsupported = a.unsupported;
+  out.unsupported.insert(out.unsupported.end(), b.unsupported.begin(), b.unsupported.end());
+  return out;
+}
+
+std::vector<Shape> SchemaCompiler::meet(const std::vector<Shape>& a, const std::vector<Shape>& b) {
+  budget_.charge(static_cast<int64_t>(a.size() * b.size()), "JSON Schema alternatives");
+  std::vector<Shape> out;
+  for (const Shape& x : a) {
+    for (const Shape& y : b) {
+      if (auto shape = meet(x, y)) out.push_back(std::move(*shape));
+    }
+  }
+  return out;
+}
+
+}  // namespace llms::structured::jsonschema
