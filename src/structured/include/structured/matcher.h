@@ -9,6 +9,8 @@
 // UTF-8 characters and whitespace included). Special and empty tokens are never allowed; stop
 // tokens are allowed exactly when is_accepting().
 //
+// A moved-from Matcher may only be destroyed or assigned to.
+//
 // History: every successful accept_token / accept_bytes call is one step; rollback(n) undoes the
 // last n steps, up to kMaxRollback of them (speculative decoding rejects drafts).
 #pragma once
@@ -16,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "structured/grammar.h"
@@ -54,6 +57,10 @@ class Matcher {
   bool can_continue() const;  // some non-empty continuation exists
   bool is_stopped() const;    // a stop token was accepted
   int32_t n_tokens_accepted() const;  // steps taken (tokens and accept_bytes calls)
+
+  // For tests and debugging: a canonical description of the parse position. Two matchers of one
+  // grammar with equal descriptions have the same futures.
+  std::string debug_state() const;
 
   const CompiledGrammar& grammar() const { return *grammar_; }
 

@@ -1,0 +1,42 @@
+// structured/grammar_ast: see grammar_ast.h.
+#include "grammar_ast.h"
+
+namespace llms::structured {
+
+int32_t ExprArena::add_literal(std::string bytes) {
+  if (bytes.empty()) return add_empty();
+  literals.push_back(std::move(bytes));
+  Expr e;
+  e.kind = ExprKind::kLiteral;
+  e.payload = static_cast<int32_t>(literals.size() - 1);
+  return add(std::move(e));
+}
+
+int32_t ExprArena::add_set(CodePointSet set) {
+  sets.push_back(std::move(set));
+  Expr e;
+  e.kind = ExprKind::kCharSet;
+  e.payload = static_cast<int32_t>(sets.size() - 1);
+  return add(std::move(e));
+}
+
+int32_t ExprArena::add_node(ExprKind kind, std::vector<int32_t> children) {
+  if (children.size() == 1) return children[0];
+  // An empty sequence matches the empty string; an empty choice (kAlt) matches nothing.
+  if (children.empty() && kind == ExprKind::kConcat) return add_empty();
+  Expr e;
+  e.kind = kind;
+  e.children = std::move(children);
+  return add(std::move(e));
+}
+
+int32_t ExprArena::add_repeat(int32_t child, int32_t min, int32_t max) {
+  Expr e;
+  e.kind = ExprKind::kRepeat;
+  e.min = min;
+  e.max = max;
+  e.children = {child};
+  return add(std::move(e));
+}
+
+}  // namespace llms::structured

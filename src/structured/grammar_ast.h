@@ -1,0 +1,68 @@
+// structured/grammar_ast: a parsed grammar, regex or choice list, before any automaton exists.
+//
+// Expressions live in one flat arena and refer to their children by index, so no pass over them
+// needs recursion (hostile inputs nest deeply) and destroying a huge tree is a few vector frees.
+// Every compiler front end (GBNF, regex, choices) produces a Grammar; one back end turns any
+// Grammar into automata.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "code_point_set.h"
+
+namespace llms::structured {
+
+inline constexpr int32_t kUnbounded = -1;     // Expr::max of `*`, `+`, `{m,}`
+inline constexpr int32_t kMaxRepeat = 10000;  // largest m or n accepted in {m,n}
+inline constexpr int kMaxNesting = 200;       // deepest group nesting a parser accepts
+
+enum class ExprKind : uint8_t {
+  kEmpty,    // matches the empty string
+  kLiteral,  // the bytes literals[payload]
+  kCharSet,  // one code point of sets[payload], as UTF-8
+  kConcat,   // children in order
+  kAlt,      // any one child
+  kRepeat,   // children[0] repeated min..max times (max may be kUnbounded)
+  kRuleRef,  // rule payload (names[payload] until resolved)
+};
+
+struct Expr {
+  ExprKind kind = ExprKind::kEmpty;
+  int32_t payload = -1;
+  int32_t min = 0;
+  int32_t max = 0;
+  int32_t source_offset = 0;  // where it was written, for errors
+  std::vector<int32_t> children;
+};
+
+struct ExprArena {
+  std::vector<Expr> nodes;
+  std::vector<std::string> literals;
+  std::vector<CodePointSet> sets;
+
+  int32_t add(Expr expr) {
+    nodes.push_back(std::move(expr));
+    return static_cast<int32_t>(nodes.size() - 1);
+  }
+  int32_t add_empty() { return add(Expr{}); }
+  int32_t add_literal(std::string bytes);
+  int32_t add_set(CodePointSet set);
+  int32_t add_node(ExprKind kind, std::vector<int32_t> children);
+  int32_t add_repeat(int32_t child, int32_t min, int32_t max);
+};
+
+struct GrammarRule {
+  std::string name;
+  int32_t expr = -1;
+  int32_t source_offset = 0;
+};
+
+struct Grammar {
+  ExprArena arena;
+  std::vector<GrammarRule> rules;
+  int32_t root = -1;  // index into rules
+};
+
+}  // namespace llms::structured

@@ -1,0 +1,177 @@
+// structured/matcher: see matcher.h.
+#include "structured/matcher.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <string>
+#include <unordered_map>
+
+#include "compiled_grammar.h"
+#include "earley.h"
+#include "mask_walker.h"
+#include "token_trie.h"
+#include "util/error.h"
+
+namespace llms::structured {
+
+struct Matcher::State {
+  struct Step {
+    std::shared_ptr<const EarleySet> set;
+    bool stopped = false;
+  };
+
+  explicit State(const CompiledGrammar& grammar) : builder(grammar) {}
+  State(const State& other)
+      : history(other.history), n_steps(other.n_steps), builder(other.builder) {}
+
+  const Step& current() const { return history.back(); }
+
+  void push(Step step) {
+    history.push_back(std::move(step));
+    if (history.size() > static_cast<size_t>(kMaxRollback) + 1) history.pop_front();
+    ++n_steps;
+  }
+
+  std::deque<Step> history;  // back() is now; up to kMaxRollback earlier steps before it
+  int32_t n_steps = 0;
+  EarleyBuilder builder;
+  std::unique_ptr<MaskWalker> walker;  // scratch, made on first use, never copied
+};
+
+Matcher::Matcher(std::shared_ptr<const CompiledGrammar> grammar) : grammar_(std::move(grammar)) {
+  if (!grammar_) throw Error(Error::Kind::kInvalidArgument, "Matcher: no grammar");
+  state_ = std::make_unique<State>(*grammar_);
+  state_->history.push_back(State::Step{grammar_->initial_set, false});
+}
+
+Matcher::~Matcher() = default;
+
+Matcher::Matcher(const Matcher& other)
+    : grammar_(other.grammar_), state_(std::make_unique<State>(*other.state_)) {}
+
+Matcher& Matcher::operator=(const Matcher& other) {
+  if (this != &other) {
+    grammar_ = other.grammar_;
+    state_ = std::make_unique<State>(*other.state_);
+  }
+  return *this;
+}
+
+Matcher::Matcher(Matcher&& other) noexcept = default;
+Matcher& Matcher::operator=(Matcher&& other) noexcept = default;
+
+void Matcher::fill_mask(std::span<uint32_t> words) {
+  const TokenIndex& index = *grammar_->index;
+  if (words.size() != static_cast<size_t>(index.n_mask_words())) {
+    throw Error(Error::Kind::kInvalidArgument,
+                "fill_mask: " + std::to_string(words.size()) + " words for " +
+                    std::to_string(index.n_tokens()) + " tokens (need " +
+                    std::to_string(index.n_mask_words()) + ")");
+  }
+  std::fill(words.begin(), words.end(), 0u);
+  const State::Step& now = state_->current();
+  if (now.stopped) return;
+  if (!state_->walker) state_->walker = std::make_unique<MaskWalker>(*grammar_);
+  state_->walker->fill(*now.set, words);
+  if (is_accepting_set(*grammar_, *now.set)) {
+    for (int32_t id : index.stop_token_ids())
+      words[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
+  }
+}
+
+bool Matcher::accept_token(int32_t id) {
+  const TokenIndex& index = *grammar_->index;
+  if (id < 0 || id >= index.n_tokens()) return false;
+  if (state_->current().stopped) return false;
+  if (index.is_stop_token(id)) {
+    if (!is_accepting()) return false;
+    state_->push(State::Step{state_->current().set, true});
+    return true;
+  }
+  if (!index.is_text_token(id)) return false;
+  return accept_bytes(index.token_bytes(id));
+}
+
+bool Matcher::accept_bytes(std::string_view bytes) {
+  if (state_->current().stopped) return false;
+  std::shared_ptr<const EarleySet> set = state_->current().set;
+  for (char c : bytes) {
+    auto next = std::make_shared<EarleySet>();
+    if (!state_->builder.step(*set, static_cast<uint8_t>(c), *next)) return false;
+    EarleyBuilder::keep_origins_alive(*next);
+    set = std::move(next);
+  }
+  state_->push(State::Step{std::move(set), false});
+  return true;
+}
+
+void Matcher::rollback(int32_t n_steps) {
+  const auto kept = static_cast<int32_t>(state_->history.size()) - 1;
+  if (n_steps < 0 || n_steps > kept) {
+    throw Error(Error::Kind::kInvalidArgument,
+                "rollback: cannot undo " + std::to_string(n_steps) + " steps (" +
+                    std::to_string(kept) + " kept, at most " + std::to_string(kMaxRollback) + ")");
+  }
+  for (int32_t i = 0; i < n_steps; ++i) state_->history.pop_back();
+  state_->n_steps -= n_steps;
+}
+
+bool Matcher::is_accepting() const {
+  const State::Step& now = state_->current();
+  return !now.stopped && is_accepting_set(*grammar_, *now.set);
+}
+
+bool Matcher::can_continue() const {
+  const State::Step& now = state_->current();
+  return !now.stopped && can_read_byte(*grammar_, *now.set);
+}
+
+bool Matcher::is_stopped() const { return state_->current().stopped; }
+
+int32_t Matcher::n_tokens_accepted() const { return state_->n_steps; }
+
+}  // namespace llms::structured
+
+namespace llms::structured {
+
+std::string Matcher::debug_state() const {
+  // Canonical ids for the sets reachable through origins, origins first (iterative post-order),
+  // so equal structures get equal ids whatever their addresses.
+  const State::Step& now = state_->current();
+  std::unordered_map<const EarleySet*, int> id_of;
+  std::map<std::string, int> ids;
+  auto describe = [&](const EarleySet* set) {
+    std::vector<std::pair<int32_t, int>> items;
+    for (const EarleyItem& item : set->items) {
+      items.emplace_back(item.state, item.origin == set ? -1 : id_of.at(item.origin));
+    }
+    std::sort(items.begin(), items.end());
+    std::string text;
+    for (const auto& [state, origin] : items) {
+      text += std::to_string(state) + "@" + std::to_string(origin) + " ";
+    }
+    return text;
+  };
+  std::vector<std::pair<const EarleySet*, bool>> stack{{now.set.get(), false}};
+  while (!stack.empty()) {
+    auto [set, expanded] = stack.back();
+    stack.pop_back();
+    if (id_of.count(set)) continue;
+    if (expanded) {
+      const std::string text = describe(set);
+      auto it = ids.emplace(text, static_cast<int>(ids.size())).first;
+      id_of[set] = it->second;
+      continue;
+    }
+    stack.push_back({set, true});
+    for (const EarleyItem& item : set->items) {
+      if (item.origin != set && !id_of.count(item.origin)) stack.push_back({item.origin, false});
+    }
+  }
+  std::string out = now.stopped ? "stopped " : "";
+  out += describe(now.set.get());
+  return out;
+}
+
+}  // namespace llms::structured

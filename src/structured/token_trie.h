@@ -1,0 +1,81 @@
+// structured/token_trie: the vocabulary's text tokens in a byte trie laid out in depth-first
+// order, plus per-token character-class facts. Internal to structured/ (TokenIndex holds one).
+//
+// Layout: nodes[0] is the root (the empty prefix); a node's children follow it immediately and
+// its subtree ends at subtree_end, so a walk skips a dead subtree with one jump and never
+// recurses. The tokens whose bytes end at a node are sorted_ids[token_begin, token_end).
+//
+// Character classes: a token "is in class k" when its bytes are complete UTF-8 characters all in
+// class k. A grammar state that absorbs up to n characters of class k (it stays alive on any
+// such string) accepts every class-k token of at most n characters without walking them:
+// class_tokens(k, n) is that set, precomputed, and the subtree flags let a walk skip subtrees
+// made only of such tokens. The classes are the bodies that dominate structured output: JSON
+// string characters (with and without DEL), regex `.`, and any character.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "code_point_set.h"
+#include "structured/vocabulary.h"
+
+namespace llms::structured::detail {
+
+inline constexpr int kNumTokenClasses = 4;
+inline constexpr int kMaxCountedChars = 32;             // class_tokens(k, n) for n <= this
+inline constexpr int kAllChars = kMaxCountedChars + 1;  // class_tokens(k, kAllChars): any length
+
+struct TrieNode {
+  uint32_t subtree_end = 0;
+  uint32_t token_begin = 0;
+  uint32_t token_end = 0;
+  uint16_t depth = 0;
+  uint8_t byte = 0;
+  uint8_t class_all = 0;  // bit k: every token in the subtree is in class k
+  // Per class: the most characters of a subtree token (saturating at 255; meaningful only when
+  // the class_all bit is set).
+  std::array<uint8_t, kNumTokenClasses> class_max_chars{};
+};
+
+class TokenTrie {
+ public:
+  explicit TokenTrie(Vocabulary vocabulary);  // throws llms::Error(kInvalidArgument)
+
+  int32_t n_tokens() const { return static_cast<int32_t>(bytes_.size()); }
+  int32_t n_words() const { return (n_tokens() + 31) / 32; }
+  std::string_view bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
+  bool is_text(int32_t id) const { return is_text_[static_cast<size_t>(id)] != 0; }
+  bool is_stop(int32_t id) const { return is_stop_[static_cast<size_t>(id)] != 0; }
+  std::span<const int32_t> stop_ids() const { return stop_ids_; }
+
+  const std::vector<TrieNode>& nodes() const { return nodes_; }
+  std::span<const int32_t> tokens_at(const TrieNode& node) const {
+    return std::span<const int32_t>(sorted_ids_)
+        .subspan(node.token_begin, node.token_end - node.token_begin);
+  }
+  int32_t max_depth() const { return max_depth_; }
+
+  static const CodePointSet& class_set(int k);
+  static const std::vector<ByteSequence>& class_sequences(int k);
+  std::span<const uint32_t> class_tokens(int k, int n) const;
+
+ private:
+  void build_trie();
+  void build_classes();
+
+  std::vector<std::string> bytes_;
+  std::vector<uint8_t> is_text_;
+  std::vector<uint8_t> is_stop_;
+  std::vector<int32_t> stop_ids_;
+  std::vector<int32_t> sorted_ids_;  // text tokens sorted by bytes
+  std::vector<TrieNode> nodes_;
+  int32_t max_depth_ = 0;
+  // class_bits_[k][n]: mask-layout bitset of class-k tokens of 1..n chars (n = kAllChars: any).
+  std::array<std::vector<std::vector<uint32_t>>, kNumTokenClasses> class_bits_;
+};
+
+}  // namespace llms::structured::detail

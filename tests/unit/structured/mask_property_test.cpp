@@ -1,0 +1,327 @@
+// Exactness of fill_mask as a property: on small vocabularies (every single byte, plus tokens
+// that cross symbol boundaries and split UTF-8 characters), along random walks through many
+// grammars, the mask equals the brute-force set of tokens a copy of the matcher accepts, and every
+// position a walk reaches can still be completed into a sentence (no dead prefix is viable).
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "grammar_test_support.h"
+#include "util/error.h"
+
+namespace llms::structured {
+namespace {
+
+using testing::allowed_ids;
+using testing::brute_force_ids;
+using testing::Completion;
+using testing::completion;
+using testing::kStopId;
+
+const std::vector<std::string>& extra_tokens() {
+  static const std::vector<std::string> tokens{"\"",
+                                               "\":",
+                                               "\",",
+                                               "\"}",
+                                               "\"]",
+                                               ",\"",
+                                               "{\"",
+                                               "[\"",
+                                               "}]",
+                                               "],",
+                                               "},",
+                                               ": ",
+                                               ", ",
+                                               " \"",
+                                               "\n",
+                                               "\n ",
+                                               "  ",
+                                               "ab",
+                                               "abc",
+                                               "a\"",
+                                               "b\",",
+                                               "12",
+                                               "0.",
+                                               ".5",
+                                               "-1",
+                                               "true",
+                                               "tru",
+                                               "nul",
+                                               "null,",
+                                               "\\\"",
+                                               "\\n",
+                                               "\\u00",
+                                               "\xC3\xA9",
+                                               "\xA9\"",
+                                               "\xE4\xB8\xAD",
+                                               "\xE4\xB8\xAD\xE6\x96\x87",
+                                               "\xE4\xB8",
+                                               "\xAD\xE6",
+                                               "\xCE\xB1",
+                                               "\xCE\xB1\xCE\xB2",
+                                               "\xCF\x89\"",
+                                               "(1",
+                                               "+(",
+                                               ")*",
+                                               "1+",
+                                               "xyz",
+                                               "xx",
+                                               "yz",
+                                               "zy",
+                                               "a.b",
+                                               ".\n",
+                                               "\x01",
+                                               "\xF0\x9F\x98\x80",
+                                               "\xF0\x9F",
+                                               "{\"name\"",
+                                               "\"name\": \"",
+                                               "\"tags\":[",
+                                               "\"]}",
+                                               "aaaaa",
+                                               "aaaaaa\"",
+                                               "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG",
+                                               "\xC3\xA9\xC3\xA9\xC3\xA9",
+                                               "}}",
+                                               "]]",
+                                               "[[",
+                                               "{}",
+                                               "[]",
+                                               "0",
+                                               "00",
+                                               "\"\"",
+                                               "yes",
+                                               "no"};
+  return tokens;
+}
+
+std::shared_ptr<const TokenIndex> property_index() {
+  static const auto index = testing::byte_index(extra_tokens());
+  return index;
+}
+
+// Walks `n_walks` random paths of up to `max_steps` tokens, checking the mask at every position
+// and completability every 8 steps and at the end of each walk. `undecided` (if given) counts
+// completion searches cut short by their bounds instead of failing on them.
+void check_walks(const std::shared_ptr<const CompiledGrammar>& g, uint32_t seed, int n_walks,
+                 int max_steps, const std::string& label, int* undecided = nullptr) {
+  std::mt19937 rng(seed);
+  auto check_completion = [&](const Matcher& m, int w, int step) {
+    const Completion c = completion(m);
+    if (c == Completion::kUndecided && undecided != nullptr) {
+      ++*undecided;
+      return;
+    }
+    ASSERT_EQ(c, Completion::kFound) << label << ", walk " << w << " step " << step;
+  };
+  for (int w = 0; w < n_walks; ++w) {
+    Matcher m(g);
+    int step = 0;
+    for (; step < max_steps; ++step) {
+      const auto mask = allowed_ids(m);
+      const auto brute = brute_force_ids(m);
+      ASSERT_EQ(mask, brute) << label << ", walk " << w << " step " << step;
+      std::vector<int32_t> text_ids;
+      for (int32_t id : mask) {
+        if (id != kStopId) text_ids.push_back(id);
+      }
+      if (text_ids.empty()) break;
+      const int32_t pick =
+          text_ids[std::uniform_int_distribution<size_t>(0, text_ids.size() - 1)(rng)];
+      ASSERT_TRUE(m.accept_token(pick));
+      if (step % 8 == 7) {
+        check_completion(m, w, step);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+    check_completion(m, w, step);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+const char* kJsonGrammar = R"G(
+root ::= value
+value ::= object | array | string | number | "true" | "false" | "null"
+object ::= "{" ws ( member ( "," ws member )* )? "}"
+member ::= string ws ":" ws value ws
+array ::= "[" ws ( value ws ( "," ws value ws )* )? "]"
+string ::= "\"" ( [^"\\\x00-\x1f] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\""
+number ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )?
+ws ::= [ \n]{0,3}
+)G";
+
+TEST(MaskProperty, RecursiveJson) {
+  check_walks(compile_grammar(kJsonGrammar, property_index()), 1, 40, 30, "json");
+}
+
+TEST(MaskProperty, SchemaShapedWithBoundedStrings) {
+  const char* text = R"G(
+root ::= "{" ws "\"name\"" ws ":" ws str ws "," ws "\"tags\"" ws ":" ws "[" ws ( str ( ws "," ws str ){0,2} )? ws "]" ws "}"
+str ::= "\"" [^"\\\x00-\x1f]{0,5} "\""
+ws ::= " "?
+)G";
+  check_walks(compile_grammar(text, property_index()), 2, 40, 30, "schema");
+}
+
+TEST(MaskProperty, LeftRecursiveExpressions) {
+  const char* text = R"G(
+root ::= expr
+expr ::= expr ("+" | "-") term | term
+term ::= term "*" factor | factor
+factor ::= [0-9]+ | "(" expr ")" | "-" factor
+)G";
+  check_walks(compile_grammar(text, property_index()), 3, 40, 25, "expr");
+}
+
+TEST(MaskProperty, NullableAndAmbiguous) {
+  const char* text = R"G(
+root ::= a b a | c
+a ::= "x"* | a "y"
+b ::= "y" | a "z" | ""
+c ::= c c | "ab" | ""
+)G";
+  check_walks(compile_grammar(text, property_index()), 4, 40, 20, "nullable");
+}
+
+TEST(MaskProperty, RegexTerminalsAndCharacterClasses) {
+  const char* text = R"G(
+root ::= line+
+line ::= /[a-z]{1,3}\.[^\n]*/ "\n" | [\u03b1-\u03c9]+ ("\u00e9" | "\u4e2d\u6587")* [^a-z]{1,2} "\n"
+)G";
+  check_walks(compile_grammar(text, property_index()), 5, 40, 25, "classes");
+}
+
+TEST(MaskProperty, AnyCharacterBodies) {
+  // `.`/[^"] bodies absorb nearly every token: the class shortcut must agree with the walk.
+  const char* text = R"G(
+root ::= "<" .{0,4} ">" | "\"" [^"]* "\"" | "'" [^'\n\\\x00-\x1f]* "'"
+)G";
+  check_walks(compile_grammar(text, property_index()), 6, 40, 20, "any");
+}
+
+TEST(MaskProperty, Choices) {
+  const std::vector<std::string> choices{"yes", "no",  "null", "\xE4\xB8\xAD\xE6\x96\x87",
+                                         "ab",  "abc", "a"};
+  check_walks(compile_choices(choices, property_index()), 7, 20, 10, "choices");
+}
+
+// Random regexes with UTF-8 atoms and classes.
+std::string random_regex(std::mt19937& rng, int depth) {
+  std::uniform_int_distribution<int> pick(0, 99);
+  const char* atoms[] = {"a",      "b",   "\"",  ",",        "[ab]",
+                         "[^a\"]", ".",   "\\d", "\xC3\xA9", "[\\u4e00-\\u4e2f]",
+                         "\\.",    "\\w", "\\s", "x",        "[^\\n]"};
+  std::string out;
+  const int n_items = 1 + pick(rng) % 4;
+  for (int i = 0; i < n_items; ++i) {
+    std::string atom;
+    if (depth < 2 && pick(rng) < 20) {
+      atom = "(" + random_regex(rng, depth + 1) + "|" + random_regex(rng, depth + 1) + ")";
+    } else {
+      atom = atoms[pick(rng) % 15];
+    }
+    const int q = pick(rng);
+    if (q < 20) {
+      atom += "*";
+    } else if (q < 30) {
+      atom += "+";
+    } else if (q < 40) {
+      atom += "?";
+    } else if (q < 50) {
+      atom += "{1,3}";
+    }
+    out += atom;
+  }
+  return out;
+}
+
+TEST(MaskProperty, RandomRegexes) {
+  std::mt19937 rng(99);
+  int n_refused = 0;
+  for (int i = 0; i < 60; ++i) {
+    const std::string pattern = random_regex(rng, 0);
+    std::shared_ptr<const CompiledGrammar> g;
+    try {
+      g = compile_regex(pattern, property_index(),
+                        CompileLimits{std::chrono::milliseconds(5000), 200'000});
+    } catch (const Error& e) {
+      // Refusing a regex whose automaton explodes is the contract; it must stay rare here.
+      ASSERT_NE(std::string(e.what()).find("constraint too complex"), std::string::npos)
+          << e.what();
+      ++n_refused;
+      continue;
+    }
+    check_walks(g, 100 + static_cast<uint32_t>(i), 4, 12, "/" + pattern + "/");
+  }
+  EXPECT_LT(n_refused, 4);
+}
+
+// Random recursive grammars over a few rules.
+std::string random_grammar(std::mt19937& rng) {
+  std::uniform_int_distribution<int> pick(0, 99);
+  const int n_rules = 2 + pick(rng) % 3;
+  std::string text;
+  for (int r = 0; r < n_rules; ++r) {
+    text += (r == 0 ? std::string("root") : "r" + std::to_string(r)) + " ::= ";
+    const int n_alts = 1 + pick(rng) % 3;
+    for (int a = 0; a < n_alts; ++a) {
+      if (a > 0) text += " | ";
+      const int n_items = pick(rng) % 4;
+      for (int i = 0; i < n_items; ++i) {
+        const int kind = pick(rng);
+        std::string item;
+        if (kind < 30) {
+          const char* lits[] = {"\"a\"", "\"b\"", "\"ab\"", "\"\\u00e9\"", "\",\"", "\"\\\"\""};
+          item = lits[pick(rng) % 6];
+        } else if (kind < 45) {
+          const char* classes[] = {"[ab]", "[^a\"]", "[0-9]", "."};
+          item = classes[pick(rng) % 4];
+        } else if (kind < 80) {
+          const int target = pick(rng) % n_rules;
+          item = target == 0 ? "root" : "r" + std::to_string(target);
+        } else {
+          item = "(\"x\" | \"y\" r" + std::to_string(1 + pick(rng) % (n_rules - 1)) + ")";
+        }
+        const int q = pick(rng);
+        if (q < 12) {
+          item += "*";
+        } else if (q < 20) {
+          item += "?";
+        } else if (q < 25) {
+          item += "{0,2}";
+        }
+        text += item + " ";
+      }
+      if (n_items == 0) text += "\"\"";
+    }
+    text += "\n";
+  }
+  return text;
+}
+
+TEST(MaskProperty, RandomRecursiveGrammars) {
+  std::mt19937 rng(7);
+  int n_compiled = 0;
+  int n_undecided = 0;
+  for (int i = 0; i < 120; ++i) {
+    const std::string text = random_grammar(rng);
+    std::shared_ptr<const CompiledGrammar> g;
+    try {
+      g = compile_grammar(text, property_index());
+    } catch (const Error& e) {
+      // Only "matches no text" is expected from this generator.
+      ASSERT_NE(std::string(e.what()).find("matches no text"), std::string::npos)
+          << e.what() << "\n"
+          << text;
+      continue;
+    }
+    ++n_compiled;
+    check_walks(g, 1000 + static_cast<uint32_t>(i), 3, 10, text, &n_undecided);
+  }
+  EXPECT_GT(n_compiled, 60);
+  // Searches of ambiguous grammars may be cut short; a dead prefix fails above, never here.
+  EXPECT_LT(n_undecided, n_compiled / 4);
+}
+
+}  // namespace
+}  // namespace llms::structured

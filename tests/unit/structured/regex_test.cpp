@@ -1,0 +1,197 @@
+// The regex compiler: refusals with named constructs and offsets, the supported syntax, and the
+// language it accepts against std::regex (ECMAScript, full match) as an independent oracle.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+#include <regex>
+#include <string>
+
+#include "grammar_test_support.h"
+#include "util/error.h"
+
+namespace llms::structured {
+namespace {
+
+using testing::accepts;
+using testing::byte_index;
+
+std::string regex_error(const std::string& pattern, CompileLimits limits = {}) {
+  try {
+    compile_regex(pattern, byte_index(), limits);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::kInvalidArgument);
+    return e.what();
+  }
+  return "";
+}
+
+void expect_error(const std::string& pattern, const std::string& fragment) {
+  const std::string what = regex_error(pattern);
+  EXPECT_NE(what.find(fragment), std::string::npos)
+      << "pattern " << pattern << " gave '" << what << "', wanted '" << fragment << "'";
+}
+
+TEST(Regex, RefusesUnsupportedConstructsNamingThemAndTheirOffset) {
+  expect_error("a(?=b)", "lookahead '(?=' is not supported at offset 1");
+  expect_error("a(?!b)", "lookahead '(?!' is not supported at offset 1");
+  expect_error("(?<=a)b", "lookbehind '(?<=' is not supported at offset 0");
+  expect_error("(a)\\1", "backreference '\\1' is not supported at offset 3");
+  expect_error("\\bword", "word boundary '\\b' is not supported at offset 0");
+  expect_error("a\\B", "word boundary '\\B' is not supported at offset 1");
+  expect_error("a^b", "anchor '^' is only supported at the start of the pattern at offset 1");
+  expect_error("a$b", "anchor '$' is only supported at the end of the pattern at offset 1");
+  expect_error("(a$)", "anchor '$'");
+  expect_error("\\p{L}", "Unicode property escape");
+  expect_error("*a", "nothing to repeat at offset 0");
+  expect_error("a**", "nothing to repeat");
+  expect_error("a{2}{3}", "nothing to repeat");
+  expect_error("a{10001}", "repetition count 10001 is over 10000");
+  expect_error("a{3,2}", "n < m");
+  expect_error("(ab", "unterminated group '(' at offset 0");
+  expect_error("ab)", "unmatched ')' at offset 2");
+  expect_error("[ab", "unterminated character class '[' at offset 0");
+  expect_error("[z-a]", "range out of order at offset 1");
+  expect_error("\\uD800", "lone surrogate");
+  expect_error("\\q", "unknown escape '\\q'");
+  expect_error("\\x4", "needs 2 hex digits");
+  expect_error("\\07", "octal escapes");
+  expect_error("[^\\x00-\\u{10FFFF}]", "matches no text");
+}
+
+TEST(Regex, DeepNestingIsAnErrorNotAStackOverflow) {
+  const std::string deep = std::string(100000, '(') + "a" + std::string(100000, ')');
+  EXPECT_NE(regex_error(deep).find("nested deeper than"), std::string::npos);
+  // Within the limit it compiles.
+  EXPECT_TRUE(accepts(
+      compile_regex(std::string(150, '(') + "a" + std::string(150, ')'), byte_index()), "a"));
+}
+
+TEST(Regex, ExplodingRepetitionAndDeterminizationHitTheBudgetQuickly) {
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_NE(regex_error("(a{10000}){10000}").find("constraint too complex"), std::string::npos);
+  // The classic exponential DFA: the n-th symbol from the end.
+  EXPECT_NE(regex_error("(a|b)*a(a|b){40}").find("constraint too complex"), std::string::npos);
+  EXPECT_NE(regex_error("((a|b){1,100}){1,100}").find("constraint too complex"), std::string::npos);
+  // Not a timing assertion on success paths: just that the refusals above did not hang.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+}
+
+TEST(Regex, SupportedSyntax) {
+  auto index = byte_index();
+  auto match = [&](const std::string& pattern, const std::string& text) {
+    return accepts(compile_regex(pattern, index), text);
+  };
+  EXPECT_TRUE(match("^\\d{3}-\\d{4}$", "555-1234"));
+  EXPECT_FALSE(match("^\\d{3}-\\d{4}$", "555-12345"));
+  EXPECT_TRUE(match("\\w+@\\w+\\.com", "a_1@b2.com"));
+  EXPECT_TRUE(match("\\s", "\xE3\x80\x80"));  // U+3000 is ECMAScript white space
+  EXPECT_FALSE(match("\\S", "\xE3\x80\x80"));
+  EXPECT_TRUE(match("\\S", "\xE2\x82\xAC"));
+  EXPECT_TRUE(match(".", "\xF0\x9F\x98\x80"));  // one code point, four bytes
+  EXPECT_FALSE(match(".", "\n"));
+  EXPECT_TRUE(match("\\uD83D\\uDE00", "\xF0\x9F\x98\x80"));  // a surrogate pair is one code point
+  EXPECT_TRUE(match("\\u{1F600}", "\xF0\x9F\x98\x80"));
+  EXPECT_TRUE(match("[\\u00e0-\\u00e5]+", "\xC3\xA0\xC3\xA5"));
+  EXPECT_FALSE(match("[^\\u00e0-\\u00e5]", "\xC3\xA1"));
+  EXPECT_TRUE(match("[^a]", "\xC3\xA1"));
+  EXPECT_TRUE(match("(?<year>\\d{4})-(?:\\d\\d)", "2024-05"));
+  EXPECT_TRUE(match("a+?b*?c??", "aab"));
+  EXPECT_TRUE(match("a{2,}", "aaaa"));
+  EXPECT_FALSE(match("a{2,}", "a"));
+  EXPECT_TRUE(match("x{", "x{"));  // Annex B: a '{' that starts no quantifier is literal
+  EXPECT_TRUE(match("[\\b]", "\b"));
+  EXPECT_TRUE(match("\\cJ", "\n"));
+  EXPECT_TRUE(match("[\\d-z]", "-"));  // a class escape next to '-' makes it literal
+  EXPECT_TRUE(match("\\/\\.\\*", "/.*"));
+  EXPECT_TRUE(match("", ""));
+  EXPECT_TRUE(match("a|", ""));
+  EXPECT_TRUE(match("[]|b", "b"));  // an empty class matches nothing, the other branch still does
+}
+
+// Random patterns over {a, b, c} against std::regex (ECMAScript; regex_match = full match).
+std::string random_pattern(std::mt19937& rng, int depth) {
+  std::uniform_int_distribution<int> pick(0, 99);
+  std::string out;
+  const int n_items = 1 + pick(rng) % 3;
+  for (int i = 0; i < n_items; ++i) {
+    const int kind = pick(rng);
+    std::string atom;
+    if (kind < 35) {
+      atom = std::string(1, static_cast<char>('a' + pick(rng) % 3));
+    } else if (kind < 45) {
+      atom = "[ab]";
+    } else if (kind < 52) {
+      atom = "[^a]";
+    } else if (kind < 58) {
+      atom = ".";
+    } else if (kind < 63) {
+      atom = "[a-b]";
+    } else if (depth < 3) {
+      atom = "(" + random_pattern(rng, depth + 1);
+      if (pick(rng) < 40) atom += "|" + random_pattern(rng, depth + 1);
+      atom += ")";
+    } else {
+      atom = "c";
+    }
+    const int q = pick(rng);
+    if (q < 15) {
+      atom += "*";
+    } else if (q < 25) {
+      atom += "+";
+    } else if (q < 35) {
+      atom += "?";
+    } else if (q < 42) {
+      const int m = pick(rng) % 3;
+      atom += "{" + std::to_string(m) + "," + std::to_string(m + pick(rng) % 3) + "}";
+    } else if (q < 45) {
+      atom += "{" + std::to_string(pick(rng) % 3) + "}";
+    }
+    out += atom;
+  }
+  if (depth == 0 && pick(rng) < 15) out += "|" + random_pattern(rng, 1);
+  return out;
+}
+
+TEST(Regex, AgreesWithStdRegexOnRandomPatternsAndStrings) {
+  std::mt19937 rng(1234);
+  auto index = byte_index();
+  std::uniform_int_distribution<int> len(0, 7);
+  std::uniform_int_distribution<int> ch(0, 3);
+  const char alphabet[] = {'a', 'b', 'c', 'd'};
+  int n_checked = 0;
+  int n_matches = 0;
+  int n_refused = 0;
+  // A few random patterns determinize into millions of states: refusing those is the contract.
+  const CompileLimits limits{std::chrono::milliseconds(5000), 200'000};
+  for (int p = 0; p < 400; ++p) {
+    const std::string pattern = random_pattern(rng, 0);
+    std::regex oracle(pattern, std::regex::ECMAScript);
+    std::shared_ptr<const CompiledGrammar> compiled;
+    try {
+      compiled = compile_regex(pattern, index, limits);
+    } catch (const Error& e) {
+      ASSERT_NE(std::string(e.what()).find("constraint too complex"), std::string::npos)
+          << "/" << pattern << "/: " << e.what();
+      ++n_refused;
+      continue;
+    }
+    for (int s = 0; s < 60; ++s) {
+      std::string text;
+      const int n = len(rng);
+      for (int i = 0; i < n; ++i) text += alphabet[ch(rng)];
+      const bool expected = std::regex_match(text, oracle);
+      ASSERT_EQ(accepts(compiled, text), expected)
+          << "pattern /" << pattern << "/ text '" << text << "'";
+      ++n_checked;
+      n_matches += expected ? 1 : 0;
+    }
+  }
+  EXPECT_LT(n_refused, 8);
+  // The generator must exercise both outcomes, or the comparison proves little.
+  EXPECT_GT(n_matches, n_checked / 20);
+  EXPECT_LT(n_matches, n_checked - n_checked / 20);
+}
+
+}  // namespace
+}  // namespace llms::structured
