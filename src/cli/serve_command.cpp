@@ -68,13 +68,15 @@ int run_serve(ServeOptions& opts) {
   auto path = resolve_model(opts.model, opts.cache_dir);
   gguf::GgufFile file = gguf::GgufFile::open(path);
   tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(file);
-  jinja::Template chat_template = jinja::Template::parse(tokenizer::chat_template_for(file));
+  const std::string template_source = tokenizer::chat_template_for(file);
+  jinja::Template chat_template = jinja::Template::parse(template_source);
   const auto draft = open_draft_model(opts.engine.speculative, opts.cache_dir);
   engine_config.draft_file = draft.get();
   auto eng = std::make_unique<engine::Engine>(file, tok, engine_config);
   print_kv_pool(*eng, stderr);
   engine::AsyncEngine async(std::move(eng));
-  srv.set_backend({&async, &tok, &chat_template});
+  srv.set_backend(
+      {&async, &tok, &chat_template, server::tool_call_format_for_template(template_source)});
   fmt::print(stderr, "llmserve: ready on http://{}:{}\n", cfg.host, port);
   std::fflush(stderr);
 

@@ -3,6 +3,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -323,15 +324,75 @@ OpenAiRequest parse_completion_request(const json& body, const ParseLimits& limi
   return r;
 }
 
+// tools: [{"type": "function", "function": {"name", "description", "parameters", "strict"}}];
+// tool_choice: "none", "auto", "required" or {"type": "function", "function": {"name"}} naming
+// one of them; parallel_tool_calls: a boolean.
+static void parse_tools(const json& body, OpenAiRequest& r) {
+  std::vector<std::string> names;
+  if (const json* tools = field(body, "tools")) {
+    if (!tools->is_array()) throw_invalid("tools", "tools: must be an array");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const json& t = (*tools)[i];
+      const std::string at = fmt::format("tools[{}]", i);
+      if (!t.is_object()) throw_invalid(at, at + ": must be an object");
+      const json* type = field(t, "type");
+      if (type == nullptr || *type != "function") {
+        throw_invalid(at + ".type", at + ".type: must be \"function\"");
+      }
+      const json* fn = field(t, "function");
+      if (fn == nullptr || !fn->is_object()) {
+        throw_invalid(at + ".function", at + ".function: must be an object with a name");
+      }
+      const json* name = field(*fn, "name");
+      if (name == nullptr || !name->is_string() || name->get<std::string>().empty()) {
+        throw_invalid(at + ".function.name", at + ".function.name: must be a non-empty string");
+      }
+      if (const json* params = field(*fn, "parameters"); params != nullptr && !params->is_object()) {
+        throw_invalid(at + ".function.parameters",
+                      at + ".function.parameters: must be a JSON Schema object");
+      }
+      names.push_back(name->get<std::string>());
+    }
+    if (!tools->empty()) r.tools = *tools;
+  }
+  if (const json* choice = field(body, "tool_choice")) {
+    if (choice->is_string()) {
+      const std::string c = choice->get<std::string>();
+      if (c != "none" && c != "auto" && c != "required") {
+        throw_invalid("tool_choice",
+                      "tool_choice: must be none, auto, required or a named function");
+      }
+      r.tool_choice = c;
+    } else if (choice->is_object()) {
+      const json* fn = field(*choice, "function");
+      const json* name = fn != nullptr && fn->is_object() ? field(*fn, "name") : nullptr;
+      if (name == nullptr || !name->is_string()) {
+        throw_invalid("tool_choice.function.name",
+                      "tool_choice.function.name: must name one of the tools");
+      }
+      r.tool_choice = name->get<std::string>();
+      r.tool_choice_named = true;
+      if (std::find(names.begin(), names.end(), r.tool_choice) == names.end()) {
+        throw_invalid("tool_choice.function.name",
+                      fmt::format("tool_choice.function.name: '{}' is not one of the tools",
+                                  r.tool_choice));
+      }
+    } else {
+      throw_invalid("tool_choice", "tool_choice: must be a string or an object");
+    }
+    if ((r.tool_choice == "required" || r.tool_choice_named) && names.empty()) {
+      throw_invalid("tool_choice", "tool_choice: needs tools");
+    }
+  }
+  r.parallel_tool_calls = get_bool(body, "parallel_tool_calls", true);
+}
+
 OpenAiRequest parse_chat_request(const json& body, const ParseLimits& limits) {
   if (!body.is_object()) throw ApiError(400, "The request body must be a JSON object");
   OpenAiRequest r;
   r.endpoint = Endpoint::kChat;
   r.messages = parse_messages(body);
-  if (const json* tools = field(body, "tools")) {
-    if (!tools->is_array()) throw_invalid("tools", "tools: must be an array");
-    if (!tools->empty()) r.tools = *tools;
-  }
+  parse_tools(body, r);
   r.add_generation_prompt = get_bool(body, "add_generation_prompt", true);
   parse_common(body, limits, r);
   r.sampling.logprobs = get_bool(body, "logprobs", false);

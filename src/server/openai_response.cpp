@@ -60,6 +60,26 @@ ResponseBuilder::ResponseBuilder(Endpoint endpoint, std::string id, int64_t crea
       tok_(tok),
       choices_(static_cast<size_t>(n_choices)) {}
 
+void ResponseBuilder::enable_tool_calls(ToolCallFormat format) {
+  if (format == ToolCallFormat::kNone) return;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    choices_[i].tool_parser = std::make_unique<ToolCallParser>(
+        format, fmt::format("{}_{}_", id_.substr(id_.size() > 12 ? id_.size() - 12 : 0), i));
+  }
+}
+
+std::string ResponseBuilder::finish_reason_of(const Choice& c, const std::string& finish) {
+  return finish == "stop" && !c.tool_calls.empty() ? "tool_calls" : finish;
+}
+
+json ResponseBuilder::tool_call_json(const ToolCall& call, size_t index, bool streamed) {
+  json j = {{"id", call.id},
+            {"type", "function"},
+            {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+  if (streamed) j["index"] = index;
+  return j;
+}
+
 void ResponseBuilder::set_prefix(int32_t index, std::string text) {
   choices_.at(static_cast<size_t>(index)).text = std::move(text);
 }
@@ -72,10 +92,15 @@ void ResponseBuilder::add_usage(const engine::RequestMetrics& m) {
 
 void ResponseBuilder::accumulate(int32_t index, const engine::RequestOutput& out) {
   Choice& c = choices_.at(static_cast<size_t>(index));
-  c.text += out.text;
+  if (c.tool_parser) {
+    c.tool_parser->push(out.text, c.text, c.tool_calls);
+    if (out.finished) c.tool_parser->finish(c.text, c.tool_calls);
+  } else {
+    c.text += out.text;
+  }
   if (logprobs_) c.tokens.insert(c.tokens.end(), out.tokens.begin(), out.tokens.end());
   if (out.finished) {
-    c.finish_reason = finish_reason_string(out.finish_reason);
+    c.finish_reason = finish_reason_of(c, finish_reason_string(out.finish_reason));
     c.stop_reason = out.stop_reason;
   }
 }
@@ -163,15 +188,37 @@ void ResponseBuilder::stream_event(int32_t index, const engine::RequestOutput& o
   }
   // Echo (completions): the prompt goes out with the first chunk.
   const bool echo = first && endpoint_ == Endpoint::kCompletions && !c.text.empty();
-  const std::string finish = out.finished ? finish_reason_string(out.finish_reason) : "";
-  if (!echo && out.text.empty() && out.tokens.empty() && finish.empty()) return;
+  // With tools, the text is what the parser releases as content, and calls go out whole.
+  std::string_view text = out.text;
+  size_t first_new_call = c.tool_calls.size();
+  if (c.tool_parser) {
+    stream_content_.clear();
+    c.tool_parser->push(out.text, stream_content_, c.tool_calls);
+    if (out.finished) c.tool_parser->finish(stream_content_, c.tool_calls);
+    text = stream_content_;
+  }
+  const bool new_calls = c.tool_calls.size() > first_new_call;
+  const std::string finish =
+      out.finished ? finish_reason_of(c, finish_reason_string(out.finish_reason)) : "";
+  if (!echo && text.empty() && !new_calls && out.tokens.empty() && finish.empty()) return;
   begin_chunk(sse);
   if (endpoint_ == Endpoint::kChat) {
-    if (out.text.empty()) {
+    if (new_calls) {
+      json delta = json::object();
+      if (!text.empty()) delta["content"] = std::string(text);
+      json calls = json::array();
+      for (size_t i = first_new_call; i < c.tool_calls.size(); ++i) {
+        calls.push_back(tool_call_json(c.tool_calls[i], i, /*streamed=*/true));
+      }
+      delta["tool_calls"] = std::move(calls);
+      sse += "\"delta\":";
+      sse += dump_json(delta);
+      sse += ",";
+    } else if (text.empty()) {
       sse += "\"delta\":{},";
     } else {
       sse += "\"delta\":{\"content\":";
-      append_json_string(sse, out.text);
+      append_json_string(sse, text);
       sse += "},";
     }
   }
@@ -222,6 +269,15 @@ json ResponseBuilder::final_response() const {
     json lp = logprobs_ ? logprobs_json(c.tokens, 0) : json(nullptr);
     if (endpoint_ == Endpoint::kChat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (!c.tool_calls.empty()) {
+        json calls = json::array();
+        for (size_t k = 0; k < c.tool_calls.size(); ++k) {
+          calls.push_back(tool_call_json(c.tool_calls[k], k, /*streamed=*/false));
+        }
+        choice["message"]["tool_calls"] = std::move(calls);
+        // OpenAI sends null content beside tool calls when the model said nothing else.
+        if (c.text.empty()) choice["message"]["content"] = nullptr;
+      }
     } else {
       choice["text"] = c.text;
     }

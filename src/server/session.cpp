@@ -384,6 +384,9 @@ class Session : public std::enable_shared_from_this<Session> {
     job_->builder = std::make_unique<ResponseBuilder>(
         endpoint, id, static_cast<int64_t>(std::time(nullptr)), cfg_.served_model_name, n_choices,
         r.sampling.logprobs, *b.tokenizer);
+    if (endpoint == Endpoint::kChat && !r.tools.is_null() && r.tool_choice != "none") {
+      job_->builder->enable_tool_calls(b.tool_call_format);
+    }
     for (size_t p = 0; p < echo.size(); ++p) {
       for (int32_t k = 0; k < r.n; ++k) {
         job_->builder->set_prefix(static_cast<int32_t>(p) * r.n + k, echo[p]);

@@ -134,6 +134,72 @@ TEST(ResponseBuilder, ChatStreamChunks) {
   EXPECT_EQ(u["usage"]["prompt_tokens_details"]["cached_tokens"], 8);
 }
 
+// Chat with tools: the Hermes calls of an output become message.tool_calls (content null when
+// nothing else was said) with finish_reason "tool_calls"; streamed, the content goes out as
+// it is released and each call as one delta.tool_calls entry with its index, id and arguments.
+TEST(ResponseBuilder, ToolCallsWholeAndStreamed) {
+  tokenizer::Tokenizer tok = tiny_tokenizer();
+  const std::vector<std::string> pieces = {
+      "<tool_", "call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}",
+      "\n</tool_call>\n<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>"};
+  auto stop_event = [](const std::string& text, bool finished) {
+    engine::RequestOutput o;
+    o.text = text;
+    o.finished = finished;
+    o.finish_reason = finished ? engine::FinishReason::kStop : engine::FinishReason::kNone;
+    return o;
+  };
+  ResponseBuilder whole(Endpoint::kChat, "chatcmpl-7", 1, "m", 1, false, tok);
+  whole.enable_tool_calls(ToolCallFormat::kHermes);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    whole.accumulate(0, stop_event(pieces[i], i + 1 == pieces.size()));
+  }
+  const json r = whole.final_response();
+  const json& msg = r["choices"][0]["message"];
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(msg["content"], "\n");  // the newline between the calls is what the model said
+  ASSERT_EQ(msg["tool_calls"].size(), 2u);
+  EXPECT_EQ(msg["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(msg["tool_calls"][0]["function"]["arguments"], "{\"city\":\"Paris\"}");
+  EXPECT_FALSE(msg["tool_calls"][0].contains("index"));
+  EXPECT_NE(msg["tool_calls"][0]["id"], msg["tool_calls"][1]["id"]);
+
+  ResponseBuilder only(Endpoint::kChat, "chatcmpl-8", 1, "m", 1, false, tok);
+  only.enable_tool_calls(ToolCallFormat::kHermes);
+  only.accumulate(0,
+                  stop_event("<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>", true));
+  EXPECT_TRUE(only.final_response()["choices"][0]["message"]["content"].is_null());
+
+  ResponseBuilder streamed(Endpoint::kChat, "chatcmpl-9", 1, "m", 1, false, tok);
+  streamed.enable_tool_calls(ToolCallFormat::kHermes);
+  std::string sse;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    streamed.stream_event(0, stop_event(pieces[i], i + 1 == pieces.size()), false, sse);
+  }
+  std::vector<json> ev = parse_events(sse);
+  std::vector<json> calls;
+  std::string content;
+  std::string finish;
+  for (const json& e : ev) {
+    const json& c = e["choices"][0];
+    if (c["delta"].contains("content")) content += c["delta"]["content"].get<std::string>();
+    if (c["delta"].contains("tool_calls")) {
+      for (const json& t : c["delta"]["tool_calls"]) calls.push_back(t);
+    }
+    if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+  }
+  EXPECT_EQ(content, "\n");
+  EXPECT_EQ(finish, "tool_calls");
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0]["index"], 0);
+  EXPECT_EQ(calls[1]["index"], 1);
+  EXPECT_EQ(calls[1]["function"]["name"], "get_time");
+  EXPECT_EQ(calls[0]["function"]["arguments"], "{\"city\":\"Paris\"}");
+  // The first piece, "<tool_", may begin a tag: it never went out as content.
+  EXPECT_EQ(content.find("<tool"), std::string::npos);
+}
+
 TEST(ResponseBuilder, CompletionWithEchoAndLogprobs) {
   tokenizer::Tokenizer tok = tiny_tokenizer();
   ResponseBuilder b(Endpoint::kCompletions, "cmpl-1", 1, "m", 2, /*logprobs=*/true, tok);

@@ -108,3 +108,52 @@ TEST(StructuredOutputRequest, BadShapesAreRefusedNamingTheField) {
 
 }  // namespace
 }  // namespace llms::server
+
+namespace llms::server {
+namespace {
+
+const json kTools = json::parse(R"([
+  {"type": "function", "function": {"name": "get_weather",
+     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
+  {"type": "function", "function": {"name": "get_time"}}])");
+
+TEST(ToolRequest, ToolChoiceAndParallelCalls) {
+  OpenAiRequest r = parse_chat_request(chat({{"tools", kTools}}), limits());
+  EXPECT_EQ(r.tool_choice, "auto");
+  EXPECT_TRUE(r.parallel_tool_calls);
+  r = parse_chat_request(
+      chat({{"tools", kTools}, {"tool_choice", "required"}, {"parallel_tool_calls", false}}),
+      limits());
+  EXPECT_EQ(r.tool_choice, "required");
+  EXPECT_FALSE(r.tool_choice_named);
+  EXPECT_FALSE(r.parallel_tool_calls);
+  r = parse_chat_request(
+      chat({{"tools", kTools},
+            {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}}}),
+      limits());
+  EXPECT_EQ(r.tool_choice, "get_time");
+  EXPECT_TRUE(r.tool_choice_named);
+  EXPECT_EQ(parse_chat_request(chat({{"tool_choice", "none"}}), limits()).tool_choice, "none");
+}
+
+TEST(ToolRequest, BadToolsAndChoicesAreRefusedNamingTheField) {
+  EXPECT_EQ(refused_param({{"tools", {{"type", "function"}}}}), "tools");  // an object
+  EXPECT_EQ(refused_param({{"tools", json::array({{{"type", "retrieval"}}})}}), "tools[0].type");
+  EXPECT_EQ(refused_param({{"tools", json::array({{{"type", "function"}}})}}), "tools[0].function");
+  EXPECT_EQ(refused_param(
+                {{"tools", json::array({{{"type", "function"}, {"function", {{"name", ""}}}}})}}),
+            "tools[0].function.name");
+  json bad_params = kTools;
+  bad_params[1]["function"]["parameters"] = "object";
+  EXPECT_EQ(refused_param({{"tools", bad_params}}), "tools[1].function.parameters");
+  EXPECT_EQ(refused_param({{"tools", kTools}, {"tool_choice", "always"}}), "tool_choice");
+  EXPECT_EQ(refused_param({{"tool_choice", "required"}}), "tool_choice");
+  EXPECT_EQ(refused_param({{"tools", kTools},
+                           {"tool_choice", {{"type", "function"}, {"function", {{"name", "x"}}}}}}),
+            "tool_choice.function.name");
+  EXPECT_EQ(refused_param({{"tools", kTools}, {"parallel_tool_calls", "yes"}}),
+            "parallel_tool_calls");
+}
+
+}  // namespace
+}  // namespace llms::server

@@ -43,6 +43,10 @@ struct OpenAiRequest {
   std::vector<PromptInput> prompts;  // completions: one or more
   nlohmann::json messages;           // chat: content parts flattened to strings
   nlohmann::json tools;              // chat: null or the array, passed to the template
+  // chat: "auto", "none", "required", or the name of the function the request forces.
+  std::string tool_choice = "auto";
+  bool tool_choice_named = false;  // tool_choice names a function
+  bool parallel_tool_calls = true;
   bool add_generation_prompt = true;
   std::optional<int32_t> max_tokens;  // none: up to the end of the context
   int32_t n = 1;

@@ -10,12 +10,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "engine/request.h"
 #include "server/openai_request.h"
+#include "server/tool_calls.h"
 
 namespace llms::tokenizer {
 class Tokenizer;
@@ -36,6 +38,10 @@ class ResponseBuilder {
   // `tok` (for logprob token strings) must outlive the builder.
   ResponseBuilder(Endpoint endpoint, std::string id, int64_t created, std::string model,
                   int32_t n_choices, bool logprobs, const tokenizer::Tokenizer& tok);
+
+  // Chat with tools: each choice's text is parsed for tool calls in `format` (content and
+  // message.tool_calls / delta.tool_calls, finish_reason "tool_calls" when it made any).
+  void enable_tool_calls(ToolCallFormat format);
 
   // Echo (completions): text placed before choice `index`'s output.
   void set_prefix(int32_t index, std::string text);
@@ -62,8 +68,13 @@ class ResponseBuilder {
     std::vector<engine::TokenOutput> tokens;  // when logprobs were asked
     std::string finish_reason;
     std::string stop_reason;
-    bool started = false;  // stream: first chunk sent
+    bool started = false;                         // stream: first chunk sent
+    std::unique_ptr<ToolCallParser> tool_parser;  // chat with tools
+    std::vector<ToolCall> tool_calls;
   };
+  // A finished choice's finish_reason: "tool_calls" instead of "stop" when it made calls.
+  static std::string finish_reason_of(const Choice& c, const std::string& finish);
+  static nlohmann::json tool_call_json(const ToolCall& call, size_t index, bool streamed);
 
   nlohmann::json logprobs_json(const std::vector<engine::TokenOutput>& tokens,
                                size_t text_offset) const;
@@ -78,6 +89,7 @@ class ResponseBuilder {
   bool logprobs_;
   const tokenizer::Tokenizer& tok_;
   std::vector<Choice> choices_;
+  std::string stream_content_;  // scratch: content a stream event releases
   Usage usage_;
   std::string chunk_tail_;  // ,"created":..,"id":..,"model":..,"object":.. of every chunk
 };

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "server/openai_request.h"
+#include "server/tool_calls.h"
 
 namespace llms::engine {
 class AsyncEngine;
@@ -56,6 +57,8 @@ struct Backend {
   engine::AsyncEngine* engine = nullptr;
   const tokenizer::Tokenizer* tokenizer = nullptr;
   const jinja::Template* chat_template = nullptr;
+  // How the chat template writes tool calls (server/tool_calls.h), to parse them from outputs.
+  ToolCallFormat tool_call_format = ToolCallFormat::kNone;
 };
 
 class Server {
