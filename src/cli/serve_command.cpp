@@ -18,6 +18,7 @@
 #include "gguf/gguf_file.h"
 #include "jinja/template.h"
 #include "model_registry.h"
+#include "server/reasoning.h"
 #include "server/server.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
@@ -75,8 +76,9 @@ int run_serve(ServeOptions& opts) {
   auto eng = std::make_unique<engine::Engine>(file, tok, engine_config);
   print_kv_pool(*eng, stderr);
   engine::AsyncEngine async(std::move(eng));
-  srv.set_backend(
-      {&async, &tok, &chat_template, server::tool_call_format_for_template(template_source)});
+  srv.set_backend({&async, &tok, &chat_template,
+                   server::tool_call_format_for_template(template_source),
+                   server::template_has_reasoning(template_source)});
   fmt::print(stderr, "llmserve: ready on http://{}:{}\n", cfg.host, port);
   std::fflush(stderr);
 

@@ -68,6 +68,27 @@ void ResponseBuilder::enable_tool_calls(ToolCallFormat format) {
   }
 }
 
+void ResponseBuilder::enable_reasoning(bool starts_inside) {
+  for (Choice& c : choices_) c.reasoning_parser = std::make_unique<ReasoningParser>(starts_inside);
+}
+
+void ResponseBuilder::split_output(Choice& c, std::string_view text, bool finished,
+                                   std::string& reasoning, std::string& content) {
+  std::string_view answer = text;
+  if (c.reasoning_parser) {
+    answer_scratch_.clear();
+    c.reasoning_parser->push(text, reasoning, answer_scratch_);
+    if (finished) c.reasoning_parser->finish(reasoning, answer_scratch_);
+    answer = answer_scratch_;
+  }
+  if (c.tool_parser) {
+    c.tool_parser->push(answer, content, c.tool_calls);
+    if (finished) c.tool_parser->finish(content, c.tool_calls);
+  } else {
+    content.append(answer);
+  }
+}
+
 std::string ResponseBuilder::finish_reason_of(const Choice& c, const std::string& finish) {
   return finish == "stop" && !c.tool_calls.empty() ? "tool_calls" : finish;
 }
@@ -92,12 +113,7 @@ void ResponseBuilder::add_usage(const engine::RequestMetrics& m) {
 
 void ResponseBuilder::accumulate(int32_t index, const engine::RequestOutput& out) {
   Choice& c = choices_.at(static_cast<size_t>(index));
-  if (c.tool_parser) {
-    c.tool_parser->push(out.text, c.text, c.tool_calls);
-    if (out.finished) c.tool_parser->finish(c.text, c.tool_calls);
-  } else {
-    c.text += out.text;
-  }
+  split_output(c, out.text, out.finished, c.reasoning, c.text);
   if (logprobs_) c.tokens.insert(c.tokens.end(), out.tokens.begin(), out.tokens.end());
   if (out.finished) {
     c.finish_reason = finish_reason_of(c, finish_reason_string(out.finish_reason));
@@ -190,22 +206,35 @@ void ResponseBuilder::stream_event(int32_t index, const engine::RequestOutput& o
   const bool echo = first && endpoint_ == Endpoint::kCompletions && !c.text.empty();
   // With tools, the text is what the parser releases as content, and calls go out whole.
   std::string_view text = out.text;
-  size_t first_new_call = c.tool_calls.size();
-  if (c.tool_parser) {
+  std::string_view reasoning;
+  const size_t first_new_call = c.tool_calls.size();
+  if (c.tool_parser || c.reasoning_parser) {
     stream_content_.clear();
-    c.tool_parser->push(out.text, stream_content_, c.tool_calls);
-    if (out.finished) c.tool_parser->finish(stream_content_, c.tool_calls);
+    stream_reasoning_.clear();
+    split_output(c, out.text, out.finished, stream_reasoning_, stream_content_);
     text = stream_content_;
+    reasoning = stream_reasoning_;
   }
   const bool new_calls = c.tool_calls.size() > first_new_call;
   const std::string finish =
       out.finished ? finish_reason_of(c, finish_reason_string(out.finish_reason)) : "";
-  if (!echo && text.empty() && !new_calls && out.tokens.empty() && finish.empty()) return;
+  if (!echo && text.empty() && reasoning.empty() && !new_calls && out.tokens.empty() &&
+      finish.empty()) {
+    return;
+  }
   begin_chunk(sse);
   if (endpoint_ == Endpoint::kChat) {
-    if (new_calls) {
+    if (!reasoning.empty() && !new_calls) {
       json delta = json::object();
       if (!text.empty()) delta["content"] = std::string(text);
+      delta["reasoning_content"] = std::string(reasoning);
+      sse += "\"delta\":";
+      sse += dump_json(delta);
+      sse += ",";
+    } else if (new_calls) {
+      json delta = json::object();
+      if (!text.empty()) delta["content"] = std::string(text);
+      if (!reasoning.empty()) delta["reasoning_content"] = std::string(reasoning);
       json calls = json::array();
       for (size_t i = first_new_call; i < c.tool_calls.size(); ++i) {
         calls.push_back(tool_call_json(c.tool_calls[i], i, /*streamed=*/true));
@@ -269,6 +298,10 @@ json ResponseBuilder::final_response() const {
     json lp = logprobs_ ? logprobs_json(c.tokens, 0) : json(nullptr);
     if (endpoint_ == Endpoint::kChat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (c.reasoning_parser) {
+        choice["message"]["reasoning_content"] =
+            c.reasoning.empty() ? json(nullptr) : json(c.reasoning);
+      }
       if (!c.tool_calls.empty()) {
         json calls = json::array();
         for (size_t k = 0; k < c.tool_calls.size(); ++k) {

@@ -312,6 +312,15 @@ class Session : public std::enable_shared_from_this<Session> {
     }
   }
 
+  // The generation prompt ends inside an open <think> (the template started the thinking).
+  bool prompt_opens_thinking(const std::vector<int32_t>& prompt) const {
+    const size_t n = std::min<size_t>(prompt.size(), 4);
+    std::string tail = server_->backend.tokenizer->decode(
+        std::vector<int32_t>(prompt.end() - static_cast<std::ptrdiff_t>(n), prompt.end()));
+    while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
+    return tail.size() >= 7 && tail.compare(tail.size() - 7, 7, "<think>") == 0;
+  }
+
   void tokenize(const json& body) {
     check_model(parse_model_field(body));
     TokenizeRequest r = parse_tokenize_request(body);
@@ -386,6 +395,9 @@ class Session : public std::enable_shared_from_this<Session> {
         r.sampling.logprobs, *b.tokenizer);
     if (endpoint == Endpoint::kChat && !r.tools.is_null() && r.tool_choice != "none") {
       job_->builder->enable_tool_calls(b.tool_call_format);
+    }
+    if (endpoint == Endpoint::kChat && b.reasoning) {
+      job_->builder->enable_reasoning(prompt_opens_thinking(requests.front().prompt));
     }
     for (size_t p = 0; p < echo.size(); ++p) {
       for (int32_t k = 0; k < r.n; ++k) {

@@ -17,6 +17,7 @@
 
 #include "engine/request.h"
 #include "server/openai_request.h"
+#include "server/reasoning.h"
 #include "server/tool_calls.h"
 
 namespace llms::tokenizer {
@@ -42,6 +43,9 @@ class ResponseBuilder {
   // Chat with tools: each choice's text is parsed for tool calls in `format` (content and
   // message.tool_calls / delta.tool_calls, finish_reason "tool_calls" when it made any).
   void enable_tool_calls(ToolCallFormat format);
+  // Chat with a reasoning model: thinking goes to message.reasoning_content /
+  // delta.reasoning_content (before tool calls are looked for in the rest).
+  void enable_reasoning(bool starts_inside);
 
   // Echo (completions): text placed before choice `index`'s output.
   void set_prefix(int32_t index, std::string text);
@@ -71,7 +75,13 @@ class ResponseBuilder {
     bool started = false;                         // stream: first chunk sent
     std::unique_ptr<ToolCallParser> tool_parser;  // chat with tools
     std::vector<ToolCall> tool_calls;
+    std::unique_ptr<ReasoningParser> reasoning_parser;  // chat with a reasoning model
+    std::string reasoning;
   };
+  // Runs an event's text through the choice's parsers: appends to `reasoning`, `content` and the
+  // choice's tool calls what the text surely adds.
+  void split_output(Choice& c, std::string_view text, bool finished, std::string& reasoning,
+                    std::string& content);
   // A finished choice's finish_reason: "tool_calls" instead of "stop" when it made calls.
   static std::string finish_reason_of(const Choice& c, const std::string& finish);
   static nlohmann::json tool_call_json(const ToolCall& call, size_t index, bool streamed);
@@ -89,7 +99,9 @@ class ResponseBuilder {
   bool logprobs_;
   const tokenizer::Tokenizer& tok_;
   std::vector<Choice> choices_;
-  std::string stream_content_;  // scratch: content a stream event releases
+  std::string stream_content_;    // scratch: content a stream event releases
+  std::string stream_reasoning_;  // scratch: reasoning a stream event releases
+  std::string answer_scratch_;    // scratch: the answer part before tool calls are looked for
   Usage usage_;
   std::string chunk_tail_;  // ,"created":..,"id":..,"model":..,"object":.. of every chunk
 };

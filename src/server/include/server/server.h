@@ -59,6 +59,8 @@ struct Backend {
   const jinja::Template* chat_template = nullptr;
   // How the chat template writes tool calls (server/tool_calls.h), to parse them from outputs.
   ToolCallFormat tool_call_format = ToolCallFormat::kNone;
+  // The template writes <think>...</think>: chat outputs are split into reasoning and content.
+  bool reasoning = false;
 };
 
 class Server {
