@@ -214,17 +214,15 @@ bool SchemaCompiler::provably_disjoint(const Shape& a, const Shape& b, int depth
         case kObjectType: {
           apart = counts_disjoint(a.object.min_properties, a.object.max_properties,
                                   b.object.min_properties, b.object.max_properties);
-          // A name one side requires that the other forbids, or both require with disjoint
-          // schemas.
+          // A name one side requires whose schemas on the two sides are disjoint (the other
+          // side forbidding it included).
           auto required_apart = [&](const Shape& x, const Shape& y) {
             for (const std::string& name : x.object.required) {
               const SchemaSet theirs = property_schema(y.object, name);
+              // x requires `name`; if y's schema for it is disjoint from x's, no object
+              // satisfies both, whether or not y requires it too.
               if (theirs.never || shapes_of(theirs).empty()) return true;
-              if (std::find(y.object.required.begin(), y.object.required.end(), name) !=
-                      y.object.required.end() &&
-                  sets_disjoint(property_schema(x.object, name), theirs)) {
-                return true;
-              }
+              if (sets_disjoint(property_schema(x.object, name), theirs)) return true;
             }
             return false;
           };

@@ -25,6 +25,11 @@
 
 namespace llms::structured::jsonschema {
 
+// Pointer text for messages: "/" for the root.
+inline std::string shown_pointer(const std::string& pointer) {
+  return pointer.empty() ? "/" : pointer;
+}
+
 // Thrown (and caught) inside analyses that meet a schema still being normalized; never escapes.
 struct NormalizationCycle {};
 
@@ -38,6 +43,9 @@ class SchemaCompiler {
   // Normalization (json_schema_normalize.cpp). The union of Shapes of a set, computed once.
   const std::vector<Shape>& shapes_of(const SchemaSet& set);
   const std::vector<Shape>& shapes_of(const SchemaNode* node);
+  // The union of Shapes of the values a subschema rejects (json_schema_negate.cpp); refuses
+  // naming the keyword when that complement cannot be written.
+  const std::vector<Shape>& negation_of(const SchemaNode* node);
 
   // The meet of two unions, and of two Shapes (json_schema_meet.cpp).
   std::vector<Shape> meet(const std::vector<Shape>& a, const std::vector<Shape>& b);
@@ -70,6 +78,12 @@ class SchemaCompiler {
  private:
   std::vector<Shape> normalize(const SchemaNode& node);
   friend class ShapeNormalizer;
+  friend class ShapeNegator;
+  // Runs `compute` for `node` with cycle and depth guards shared by normalizing and negating.
+  template <typename Compute>
+  const std::vector<Shape>& memoized(
+      const SchemaNode* node, std::unordered_map<const SchemaNode*, std::vector<Shape>>& memo,
+      std::unordered_set<const SchemaNode*>& in_progress, Compute compute);
 
   const JsonSchemaOptions options_;
   CompileBudget& budget_;
@@ -77,19 +91,48 @@ class SchemaCompiler {
   std::map<SchemaSet, std::vector<Shape>> set_shapes_;
   std::unordered_map<const SchemaNode*, std::vector<Shape>> node_shapes_;
   std::unordered_set<const SchemaNode*> in_progress_;
+  std::unordered_map<const SchemaNode*, std::vector<Shape>> node_negations_;
+  std::unordered_set<const SchemaNode*> negations_in_progress_;
   int normalize_depth_ = 0;
   int analysis_depth_ = 0;  // > 0 while a check runs: a cycle then means "cannot tell"
   std::unordered_map<std::string, std::unique_ptr<PatternNode>> patterns_;
   std::unordered_map<std::string, std::unique_ptr<PatternNode>> formats_;
 };
 
+template <typename Compute>
+const std::vector<Shape>& SchemaCompiler::memoized(
+    const SchemaNode* node, std::unordered_map<const SchemaNode*, std::vector<Shape>>& memo,
+    std::unordered_set<const SchemaNode*>& in_progress, Compute compute) {
+  constexpr int kMaxCompositionDepth = 64;
+  auto found = memo.find(node);
+  if (found != memo.end()) return found->second;
+  if (in_progress.count(node)) {
+    if (analysis_depth_ > 0) throw NormalizationCycle{};
+    refuse("JSON Schema: the schema at " + shown_pointer(node->pointer) +
+           " refers to itself without an array or object in between (an infinite '$ref' loop)");
+  }
+  if (normalize_depth_ >= kMaxCompositionDepth) {
+    refuse("JSON Schema: '$ref', allOf, anyOf, oneOf, not or if nest deeper than " +
+           std::to_string(kMaxCompositionDepth) + " levels at " + shown_pointer(node->pointer));
+  }
+  budget_.charge(1, "JSON Schema normalizations");
+  in_progress.insert(node);
+  ++normalize_depth_;
+  std::vector<Shape> shapes;
+  try {
+    shapes = compute();
+  } catch (...) {
+    in_progress.erase(node);
+    --normalize_depth_;
+    throw;
+  }
+  in_progress.erase(node);
+  --normalize_depth_;
+  return memo.emplace(node, std::move(shapes)).first->second;
+}
+
 // JSON string contents whose decoded value is none of `excluded` (json_schema_strings.cpp).
 std::string strings_except_regex(const std::vector<std::string>& excluded, StringSpelling spelling,
                                  CompileBudget& budget);
-
-// Pointer text for messages: "/" for the root.
-inline std::string shown_pointer(const std::string& pointer) {
-  return pointer.empty() ? "/" : pointer;
-}
 
 }  // namespace llms::structured::jsonschema

@@ -247,7 +247,7 @@ const SchemaNode* SchemaDocument::intern(const Json& json, std::string pointer, 
   auto it = by_address_.find(&json);
   if (it != by_address_.end()) return it->second;
   budget_.charge(1, "JSON Schema nodes");
-  nodes_.push_back(SchemaNode{&json, std::move(pointer), std::move(base)});
+  nodes_.push_back(SchemaNode{&json, nodes_.size(), std::move(pointer), std::move(base)});
   by_address_.emplace(&json, &nodes_.back());
   return &nodes_.back();
 }

@@ -1,65 +1,20 @@
 // structured/json_schema_normalize: a schema object's keywords -> a union of Shapes.
 //
 // Each keyword either narrows the one Shape made of the object's own keywords (type, bounds,
-// properties, ...) or contributes a union to meet with it (allOf, anyOf, $ref, not, the
-// dependencies). oneOf is met last, once everything else narrows the context, and only when its
-// branches are provably disjoint there (then it equals anyOf). Keywords that only annotate are
+// properties, ...) or contributes a union to meet with it (allOf, anyOf, $ref, not, if/then/else,
+// the dependencies). `not S` is the complement of S (json_schema_negate.cpp); if/then/else is
+// (if and then) or (not if and else). oneOf is met last, once everything else narrows the
+// context: branches provably disjoint there are an anyOf; a branch that may overlap another is
+// met with the other's complement, so exactly one branch holds. Keywords that only annotate are
 // ignored, as are names that are no keyword at all (JSON Schema ignores unknown keywords).
 #include <algorithm>
 #include <cmath>
 
 #include "json_schema_compiler.h"
+#include "json_schema_keywords.h"
 #include "util/error.h"
 
 namespace llms::structured::jsonschema {
-
-namespace {
-
-constexpr int kMaxCompositionDepth = 64;
-
-// Annotations and containers of definitions: no effect on which values are valid.
-bool is_annotation(const std::string& key) {
-  static const char* const kKeys[] = {
-      "$schema",
-      "$id",
-      "id",
-      "$anchor",
-      "$comment",
-      "$defs",
-      "definitions",
-      "title",
-      "description",
-      "default",
-      "examples",
-      "readOnly",
-      "writeOnly",
-      "deprecated",
-      "contentEncoding",
-      "contentMediaType",
-      "contentSchema",
-      "$vocabulary",
-      "$dynamicAnchor",
-      "$recursiveAnchor",
-      "then",
-      "else"};  // then/else without if do nothing; with if, `if` is refused
-  for (const char* k : kKeys) {
-    if (key == k) return true;
-  }
-  return false;
-}
-
-uint8_t type_bits(const std::string& name) {
-  if (name == "null") return kNullType;
-  if (name == "boolean") return kBooleanType;
-  if (name == "integer") return kIntegerType;
-  if (name == "number") return kIntegerType | kFractionType;
-  if (name == "string") return kStringType;
-  if (name == "array") return kArrayType;
-  if (name == "object") return kObjectType;
-  return 0;
-}
-
-}  // namespace
 
 // Normalizes one schema object; lives as long as one call of SchemaCompiler::normalize.
 class ShapeNormalizer {
@@ -98,8 +53,7 @@ class ShapeNormalizer {
     return node_.pointer + "/" + escape_pointer_token(key);
   }
   [[noreturn]] void bad_value(const std::string& key, const std::string& what) const {
-    SchemaCompiler::refuse("JSON Schema: '" + key + "' at " + shown_pointer(where()) + " must be " +
-                           what);
+    refuse_keyword_value(key, where(), what);
   }
   const SchemaNode* child(const Json& value, const std::string& suffix) {
     return compiler_.document().child(node_, value, suffix);
@@ -107,6 +61,8 @@ class ShapeNormalizer {
   SchemaSet child_set(const Json& value, const std::string& suffix, const std::string& key) {
     if (!value.is_object() && !value.is_boolean()) bad_value(key, "a schema (object or boolean)");
     if (value.is_boolean()) return value.get<bool>() ? SchemaSet::any() : SchemaSet::none();
+    // Unconstrained schemas ({}, or only annotations) are `true`: one rule, equal sets.
+    if (is_unconstrained(value)) return SchemaSet::any();
     return SchemaSet::of(child(value, suffix));
   }
   const std::vector<Shape>& child_shapes(const Json& value, const std::string& suffix,
@@ -115,29 +71,11 @@ class ShapeNormalizer {
     return compiler_.shapes_of(child(value, suffix));
   }
 
-  // A non-negative integer count (5 or 5.0); saturates far above any supported bound.
   int64_t count(const std::string& key, const Json& value) const {
-    if (value.is_number_unsigned() || value.is_number_integer()) {
-      if (value.is_number_integer() && !value.is_number_unsigned() && value.get<int64_t>() < 0) {
-        bad_value(key, "a non-negative integer");
-      }
-      if (value.is_number_unsigned()) {
-        return static_cast<int64_t>(std::min<uint64_t>(value.get<uint64_t>(), 1ull << 40));
-      }
-      return std::min<int64_t>(value.get<int64_t>(), int64_t{1} << 40);
-    }
-    if (value.is_number_float()) {
-      const double d = value.get<double>();
-      if (d >= 0 && std::floor(d) == d) return static_cast<int64_t>(std::min(d, 1099511627776.0));
-    }
-    bad_value(key, "a non-negative integer");
+    return parse_count(key, value, where());
   }
-
   NumberBound bound(const std::string& key, const Json& value, bool exclusive) const {
-    if (!value.is_number()) bad_value(key, "a number");
-    auto decimal = decimal_of(value);
-    if (!decimal) bad_value(key, "a number of at most 400 digits");
-    return NumberBound{*decimal, exclusive};
+    return parse_bound(key, value, exclusive, where());
   }
 
   static void tighten_lower(NumberShape& number, const NumberBound& b) {
@@ -164,23 +102,9 @@ class ShapeNormalizer {
   void apply(const std::string& key, const Json& value) {
     SchemaCompiler& c = compiler_;
     const Draft draft = c.document().draft();
-    if (is_annotation(key)) return;
+    if (is_annotation_keyword(key)) return;
     if (key == "type") {
-      uint8_t bits = 0;
-      if (value.is_string()) {
-        bits = type_bits(value.get<std::string>());
-        if (!bits) bad_value(key, "a JSON Schema type name");
-      } else if (value.is_array()) {
-        for (const Json& name : value) {
-          if (!name.is_string() || !type_bits(name.get<std::string>())) {
-            bad_value(key, "a type name or an array of them");
-          }
-          bits |= type_bits(name.get<std::string>());
-        }
-      } else {
-        bad_value(key, "a type name or an array of them");
-      }
-      local_.types &= bits;
+      local_.types &= parse_type(value, where());
     } else if (key == "enum" || key == "const") {
       std::vector<Json> values;
       if (key == "const") {
@@ -335,13 +259,13 @@ class ShapeNormalizer {
       if (!value.is_array() || value.empty()) bad_value(key, "a non-empty array of schemas");
       return;  // applied last, see run()
     } else if (key == "not") {
-      conjuncts_.push_back(negate(value, "/not"));
+      if (!value.is_object() && !value.is_boolean()) bad_value(key, "a schema");
+      conjuncts_.push_back(c.negation_of(child(value, "/not")));
     } else if (key == "$ref") {
       if (!value.is_string()) bad_value(key, "a string");
       conjuncts_.push_back(c.shapes_of(c.document().resolve(node_, value.get<std::string>())));
     } else if (key == "if") {
-      SchemaCompiler::refuse_keyword("if", where(),
-                                     "conditionals (if/then/else) are not supported");
+      apply_if(value);
     } else if (key == "$recursiveRef" || key == "$dynamicRef") {
       SchemaCompiler::refuse_keyword(key, where());
     } else if (key == "unevaluatedProperties") {
@@ -391,127 +315,69 @@ class ShapeNormalizer {
     }
   }
 
-  // `not`: the complement, for the forms whose complement is a union of Shapes.
-  std::vector<Shape> negate(const Json& value, const std::string& suffix) {
-    if (value.is_boolean()) {
-      return value.get<bool>() ? std::vector<Shape>{} : std::vector<Shape>{Shape{}};
+  // if/then/else: (if and then) or (not if and else); a missing then/else is `true`.
+  void apply_if(const Json& condition) {
+    if (!condition.is_object() && !condition.is_boolean()) bad_value("if", "a schema");
+    const SchemaNode* if_node = child(condition, "/if");
+    std::vector<Shape> when_true = compiler_.shapes_of(if_node);
+    std::vector<Shape> when_false = compiler_.negation_of(if_node);
+    for (const char* key : {"then", "else"}) {
+      auto it = json_.find(key);
+      if (it == json_.end()) continue;
+      std::vector<Shape>& branch = key[0] == 't' ? when_true : when_false;
+      branch = compiler_.meet(branch, child_shapes(*it, std::string("/") + key, key));
     }
-    if (!value.is_object()) bad_value("not", "a schema");
-    std::vector<std::string> keys;
-    for (auto it = value.begin(); it != value.end(); ++it) {
-      if (!is_annotation(it.key())) keys.push_back(it.key());
-    }
-    if (keys.empty()) return {};  // not {}: nothing is valid
-    auto only = [&](std::initializer_list<const char*> allowed) {
-      for (const std::string& k : keys) {
-        bool ok = false;
-        for (const char* a : allowed) ok = ok || k == a;
-        if (!ok) return false;
-      }
-      return true;
-    };
-    if (only({"required"}) && value["required"].is_array() && !value["required"].empty()) {
-      // An object lacking at least one of the names (non-objects always have them all).
-      std::vector<Shape> out;
-      for (const Json& name : value["required"]) {
-        if (!name.is_string()) bad_value("required", "an array of names");
-        Shape lacking;
-        lacking.types = kObjectType;
-        lacking.object.properties.push_back({name.get<std::string>(), SchemaSet::none()});
-        out.push_back(std::move(lacking));
-      }
-      return out;
-    }
-    if (only({"type"})) {
-      Shape complement;
-      uint8_t bits = 0;
-      const Json& type = value["type"];
-      if (type.is_string()) {
-        bits = type_bits(type.get<std::string>());
-      } else if (type.is_array()) {
-        for (const Json& name : type) {
-          if (name.is_string()) bits |= type_bits(name.get<std::string>());
-        }
-      }
-      complement.types = static_cast<uint8_t>(kAllTypes & ~bits);
-      return {complement};
-    }
-    if (only({"enum", "const"}) && keys.size() == 1) {
-      // Complement of finitely many values, when they are null, booleans or strings.
-      std::vector<Json> values;
-      if (keys[0] == "const") {
-        values.push_back(value["const"]);
-      } else if (value["enum"].is_array()) {
-        values.assign(value["enum"].begin(), value["enum"].end());
-      }
-      Shape complement;
-      std::vector<Json> booleans_left{Json(true), Json(false)};
-      bool all_simple = true;
-      for (const Json& v : values) {
-        if (v.is_null()) {
-          complement.types &= static_cast<uint8_t>(~kNullType);
-        } else if (v.is_boolean()) {
-          std::erase_if(booleans_left, [&](const Json& b) { return b == v; });
-        } else if (v.is_string()) {
-          complement.string.excluded.push_back(v.get<std::string>());
-        } else {
-          all_simple = false;
-        }
-      }
-      if (all_simple) {
-        std::vector<Shape> out;
-        Shape others = complement;
-        others.types &= static_cast<uint8_t>(~kBooleanType);
-        out.push_back(others);
-        if (!booleans_left.empty()) {
-          Shape booleans;
-          booleans.types = kBooleanType;
-          booleans.values = booleans_left;
-          out.push_back(booleans);
-        }
-        return out;
-      }
-    }
-    if (only({"anyOf"}) && value["anyOf"].is_array()) {
-      // not (A or B) = not A and not B.
-      std::vector<Shape> out{Shape{}};
-      for (size_t i = 0; i < value["anyOf"].size(); ++i) {
-        out =
-            compiler_.meet(out, negate(value["anyOf"][i], suffix + "/anyOf/" + std::to_string(i)));
-      }
-      return out;
-    }
-    SchemaCompiler::refuse_keyword("not", where(),
-                                   "only 'not' of required, type, enum/const of "
-                                   "null/boolean/string values, or anyOf of those is supported");
+    when_true.insert(when_true.end(), when_false.begin(), when_false.end());
+    conjuncts_.push_back(std::move(when_true));
   }
 
-  // oneOf equals anyOf when, in the context of everything else, no two branches overlap.
+  // oneOf: exactly one branch. Branches provably disjoint in this context need nothing more;
+  // a branch that may overlap another is met with the other's complement.
   std::vector<Shape> apply_one_of(const std::vector<Shape>& context, const Json& branches) {
+    std::vector<const SchemaNode*> nodes;
     std::vector<std::vector<Shape>> met;
     for (size_t i = 0; i < branches.size(); ++i) {
-      met.push_back(compiler_.meet(
-          context, child_shapes(branches[i], "/oneOf/" + std::to_string(i), "oneOf")));
+      const Json& branch = branches[i];
+      if (!branch.is_object() && !branch.is_boolean()) bad_value("oneOf", "an array of schemas");
+      nodes.push_back(child(branch, "/oneOf/" + std::to_string(i)));
+      met.push_back(compiler_.meet(context, compiler_.shapes_of(nodes.back())));
     }
+    auto overlap = [&](size_t i, size_t j) {
+      for (const Shape& a : met[i]) {
+        for (const Shape& b : met[j]) {
+          compiler_.budget().charge(1, "oneOf disjointness checks");
+          if (!compiler_.provably_disjoint(a, b, 0)) return true;
+        }
+      }
+      return false;
+    };
+    std::vector<std::vector<size_t>> excluded(met.size());
     for (size_t i = 0; i < met.size(); ++i) {
       for (size_t j = i + 1; j < met.size(); ++j) {
-        for (const Shape& a : met[i]) {
-          for (const Shape& b : met[j]) {
-            compiler_.budget().charge(1, "oneOf disjointness checks");
-            if (!compiler_.provably_disjoint(a, b, 0)) {
-              SchemaCompiler::refuse_keyword(
-                  "oneOf", where(),
-                  "branches " + std::to_string(i) + " and " + std::to_string(j) +
-                      " may both match (oneOf is supported when its branches are provably "
-                      "disjoint: different types, distinct const/enum values, or a required "
-                      "property whose schemas are)");
-            }
-          }
+        if (overlap(i, j)) {
+          excluded[i].push_back(j);
+          excluded[j].push_back(i);
         }
       }
     }
     std::vector<Shape> out;
-    for (auto& shapes : met) out.insert(out.end(), shapes.begin(), shapes.end());
+    for (size_t i = 0; i < met.size(); ++i) {
+      std::vector<Shape> branch = met[i];
+      for (size_t j : excluded[i]) {
+        if (branch.empty()) break;
+        try {
+          branch = compiler_.meet(branch, compiler_.negation_of(nodes[j]));
+        } catch (const Error& e) {
+          SchemaCompiler::refuse_keyword(
+              "oneOf", where(),
+              "branches " + std::to_string(std::min(i, j)) + " and " +
+                  std::to_string(std::max(i, j)) +
+                  " may both match, and excluding one from the other needs its complement: " +
+                  e.what());
+        }
+      }
+      out.insert(out.end(), branch.begin(), branch.end());
+    }
     return out;
   }
 
@@ -534,31 +400,7 @@ std::vector<Shape> SchemaCompiler::normalize(const SchemaNode& node) {
 }
 
 const std::vector<Shape>& SchemaCompiler::shapes_of(const SchemaNode* node) {
-  auto found = node_shapes_.find(node);
-  if (found != node_shapes_.end()) return found->second;
-  if (in_progress_.count(node)) {
-    if (analysis_depth_ > 0) throw NormalizationCycle{};
-    refuse("JSON Schema: the schema at " + shown_pointer(node->pointer) +
-           " refers to itself without an array or object in between (an infinite '$ref' loop)");
-  }
-  if (normalize_depth_ >= kMaxCompositionDepth) {
-    refuse("JSON Schema: '$ref', allOf, anyOf or oneOf nest deeper than " +
-           std::to_string(kMaxCompositionDepth) + " levels at " + shown_pointer(node->pointer));
-  }
-  budget_.charge(1, "JSON Schema normalizations");
-  in_progress_.insert(node);
-  ++normalize_depth_;
-  std::vector<Shape> shapes;
-  try {
-    shapes = normalize(*node);
-  } catch (...) {
-    in_progress_.erase(node);
-    --normalize_depth_;
-    throw;
-  }
-  in_progress_.erase(node);
-  --normalize_depth_;
-  return node_shapes_.emplace(node, std::move(shapes)).first->second;
+  return memoized(node, node_shapes_, in_progress_, [&] { return normalize(*node); });
 }
 
 const std::vector<Shape>& SchemaCompiler::shapes_of(const SchemaSet& set) {
@@ -570,6 +412,10 @@ const std::vector<Shape>& SchemaCompiler::shapes_of(const SchemaSet& set) {
     for (const SchemaNode* node : set.nodes) {
       shapes = meet(shapes, shapes_of(node));
       if (shapes.empty()) break;
+    }
+    for (const SchemaNode* node : set.negated) {
+      if (shapes.empty()) break;
+      shapes = meet(shapes, negation_of(node));
     }
   }
   return set_shapes_.emplace(set, std::move(shapes)).first->second;

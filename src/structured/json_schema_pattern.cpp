@@ -549,6 +549,32 @@ PatternNode simplify_pattern(const PatternNode& node) {
   return PatternNode::nothing();
 }
 
+bool is_universal_language(const PatternNode& node) {
+  using Kind = PatternNode::Kind;
+  switch (node.kind) {
+    case Kind::kSet:
+      return false;
+    case Kind::kRepeat:
+      return node.min == 0 && node.max == kUnbounded && node.children[0].kind == Kind::kSet &&
+             node.children[0].set == CodePointSet::all().minus(CodePointSet::range(0xD800, 0xDFFF));
+    case Kind::kConcat: {
+      // One part holds every string and every other part may be empty.
+      bool universal_part = false;
+      for (const PatternNode& child : node.children) {
+        if (!universal_part && is_universal_language(child)) {
+          universal_part = true;
+        } else if (pattern_length(child).min != 0) {
+          return false;
+        }
+      }
+      return universal_part;
+    }
+    case Kind::kAlternation:
+      return std::any_of(node.children.begin(), node.children.end(), is_universal_language);
+  }
+  return false;
+}
+
 LengthRange pattern_length(const PatternNode& node) {
   using Kind = PatternNode::Kind;
   switch (node.kind) {

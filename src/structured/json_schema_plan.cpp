@@ -218,13 +218,42 @@ bool GrammarBuilder::plan_object(const ObjectShape& object, ObjectPlan& plan) {
     }
     return true;
   }
-  if (!object.pattern_properties.empty()) {
+  // A pattern whose schema is additionalProperties' changes nothing for undeclared names (its
+  // schema already joined the declared names it matches); one that matches every name leaves
+  // additionalProperties nothing and makes "any other name" the language of the others.
+  std::vector<ObjectShape::PatternProperty> patterns;
+  bool universal = false;
+  for (const auto& pattern_property : object.pattern_properties) {
+    if (pattern_property.schema == object.additional) continue;
+    patterns.push_back(pattern_property);
+    universal = universal || is_universal_language(c.pattern(pattern_property.pattern));
+  }
+  if (universal) {
+    for (const auto& pattern_property : patterns) {
+      if (!(pattern_property.schema == patterns[0].schema)) {
+        SchemaCompiler::refuse_keyword(
+            "patternProperties", pattern_property.pattern.pointer,
+            "patterns with different schemas are not supported (a name may match several)");
+      }
+    }
+    if (name_language != nullptr) {
+      SchemaCompiler::refuse_keyword("propertyNames", names_pointer,
+                                     "propertyNames together with patternProperties is not "
+                                     "supported");
+    }
+    if (!patterns[0].schema.never) {
+      plan.extras = ObjectPlan::Extras::kAnyOtherName;
+      plan.extra_value = patterns[0].schema;
+    }
+    return true;
+  }
+  if (!patterns.empty()) {
     // Other names: those the patterns match, with the patterns' schema. Names that match no
     // pattern are not written even where additionalProperties would allow them (a documented
     // restriction: "matches no pattern" has no regex).
-    const auto& first = object.pattern_properties[0];
+    const auto& first = patterns[0];
     std::vector<PatternNode> languages;
-    for (const auto& pattern_property : object.pattern_properties) {
+    for (const auto& pattern_property : patterns) {
       if (!(pattern_property.schema == first.schema)) {
         SchemaCompiler::refuse_keyword(
             "patternProperties", pattern_property.pattern.pointer,

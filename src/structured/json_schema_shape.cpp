@@ -5,18 +5,31 @@
 
 namespace llms::structured::jsonschema {
 
+namespace {
+
+// Document order, so that the order of meets (and so of properties) never depends on addresses.
+bool before(const SchemaNode* a, const SchemaNode* b) { return a->index < b->index; }
+
+}  // namespace
+
 SchemaSet SchemaSet::meet(const SchemaSet& other) const {
   if (never || other.never) return none();
   SchemaSet out;
   std::set_union(nodes.begin(), nodes.end(), other.nodes.begin(), other.nodes.end(),
-                 std::back_inserter(out.nodes), std::less<const SchemaNode*>());
+                 std::back_inserter(out.nodes), before);
+  std::set_union(negated.begin(), negated.end(), other.negated.begin(), other.negated.end(),
+                 std::back_inserter(out.negated), before);
   return out;
 }
 
 bool SchemaSet::operator<(const SchemaSet& other) const {
   if (never != other.never) return never < other.never;
-  return std::lexicographical_compare(nodes.begin(), nodes.end(), other.nodes.begin(),
-                                      other.nodes.end(), std::less<const SchemaNode*>());
+  if (nodes != other.nodes) {
+    return std::lexicographical_compare(nodes.begin(), nodes.end(), other.nodes.begin(),
+                                        other.nodes.end(), before);
+  }
+  return std::lexicographical_compare(negated.begin(), negated.end(), other.negated.begin(),
+                                      other.negated.end(), before);
 }
 
 uint8_t json_type_of(const Json& value) {

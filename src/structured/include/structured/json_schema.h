@@ -65,6 +65,14 @@ std::string json_schema_to_grammar(const nlohmann::ordered_json& schema,
 std::string json_schema_to_grammar(const nlohmann::json& schema, const JsonSchemaOptions& options,
                                    CompileBudget& budget);
 
+// `instance` with every object's keys in the order the grammar of `schema` writes them: those of
+// the first alternative that admits the object, declared properties first, then the others in
+// their own order (an enum/const object: its own order). Values are unchanged. For tests, and
+// for showing a model an example it may copy. Throws like json_schema_to_grammar.
+nlohmann::ordered_json order_keys_like_grammar(const nlohmann::ordered_json& schema,
+                                               const nlohmann::ordered_json& instance,
+                                               const JsonSchemaOptions& options = {});
+
 // Grammar text whose `root` matches any JSON object (response_format: json_object).
 std::string any_json_object_grammar(const JsonSchemaOptions& options);
 

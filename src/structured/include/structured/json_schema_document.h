@@ -24,6 +24,7 @@ enum class Draft { kUnspecified, k4, k6, k7, k2019, k2020 };
 
 struct SchemaNode {
   const nlohmann::ordered_json* json = nullptr;
+  size_t index = 0;     // interning order: a deterministic order for sets of nodes
   std::string pointer;  // "" for the root, "/properties/a" ...
   std::string base;     // base URI for the `$ref`s inside it
 };

@@ -62,6 +62,9 @@ PatternNode parse_pattern(std::string_view pattern, CompileBudget& budget);
 PatternNode simplify_pattern(const PatternNode& node);
 bool is_empty_language(const PatternNode& simplified);
 
+// True when a simplified language holds every string (".*" searched, "^[a-z]*" searched, ...).
+bool is_universal_language(const PatternNode& simplified);
+
 // Lengths of a non-empty simplified language.
 LengthRange pattern_length(const PatternNode& simplified);
 

@@ -22,16 +22,19 @@ namespace llms::structured::jsonschema {
 
 using Json = nlohmann::ordered_json;
 
-// The conjunction of subschemas a value must satisfy; no nodes: any value.
+// The conjunction of subschemas a value must satisfy, and of subschemas it must not; neither:
+// any value.
 struct SchemaSet {
-  std::vector<const SchemaNode*> nodes;  // sorted by address, unique
-  bool never = false;                    // one of them is `false`: no value
+  std::vector<const SchemaNode*> nodes;    // sorted by SchemaNode::index, unique
+  std::vector<const SchemaNode*> negated;  // the same: `not` of each
+  bool never = false;                      // one of them is `false`: no value
 
   static SchemaSet any() { return {}; }
-  static SchemaSet none() { return {{}, true}; }
-  static SchemaSet of(const SchemaNode* node) { return {{node}, false}; }
+  static SchemaSet none() { return {{}, {}, true}; }
+  static SchemaSet of(const SchemaNode* node) { return {{node}, {}, false}; }
+  static SchemaSet negation_of(const SchemaNode* node) { return {{}, {node}, false}; }
   SchemaSet meet(const SchemaSet& other) const;
-  bool is_any() const { return !never && nodes.empty(); }
+  bool is_any() const { return !never && nodes.empty() && negated.empty(); }
   bool operator==(const SchemaSet& other) const = default;
   bool operator<(const SchemaSet& other) const;
 };
