@@ -75,10 +75,11 @@ int run_serve(ServeOptions& opts) {
   engine_config.draft_file = draft.get();
   auto eng = std::make_unique<engine::Engine>(file, tok, engine_config);
   print_kv_pool(*eng, stderr);
+  server::ConstraintCompiler constraints(tok, eng->n_vocab());
   engine::AsyncEngine async(std::move(eng));
   srv.set_backend({&async, &tok, &chat_template,
                    server::tool_call_format_for_template(template_source),
-                   server::template_has_reasoning(template_source)});
+                   server::template_has_reasoning(template_source), &constraints});
   fmt::print(stderr, "llmserve: ready on http://{}:{}\n", cfg.host, port);
   std::fflush(stderr);
 

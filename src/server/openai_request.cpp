@@ -347,7 +347,8 @@ static void parse_tools(const json& body, OpenAiRequest& r) {
       if (name == nullptr || !name->is_string() || name->get<std::string>().empty()) {
         throw_invalid(at + ".function.name", at + ".function.name: must be a non-empty string");
       }
-      if (const json* params = field(*fn, "parameters"); params != nullptr && !params->is_object()) {
+      if (const json* params = field(*fn, "parameters");
+          params != nullptr && !params->is_object()) {
         throw_invalid(at + ".function.parameters",
                       at + ".function.parameters: must be a JSON Schema object");
       }
@@ -373,9 +374,9 @@ static void parse_tools(const json& body, OpenAiRequest& r) {
       r.tool_choice = name->get<std::string>();
       r.tool_choice_named = true;
       if (std::find(names.begin(), names.end(), r.tool_choice) == names.end()) {
-        throw_invalid("tool_choice.function.name",
-                      fmt::format("tool_choice.function.name: '{}' is not one of the tools",
-                                  r.tool_choice));
+        throw_invalid(
+            "tool_choice.function.name",
+            fmt::format("tool_choice.function.name: '{}' is not one of the tools", r.tool_choice));
       }
     } else {
       throw_invalid("tool_choice", "tool_choice: must be a string or an object");

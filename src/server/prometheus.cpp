@@ -113,8 +113,8 @@ std::string render_prometheus(const engine::EngineMetrics& m, const ServerCounte
              static_cast<double>(m.spec_num_drafts));
     w.scalar("vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.",
              static_cast<double>(m.spec_num_draft_tokens));
-    w.scalar("vllm:spec_decode_num_accepted_tokens_total", "counter",
-             "Number of accepted tokens.", static_cast<double>(m.spec_num_accepted_tokens));
+    w.scalar("vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.",
+             static_cast<double>(m.spec_num_accepted_tokens));
     w.labeled("vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
               "Accepted tokens per draft position.", "position", m.spec_accepted_per_pos);
   }

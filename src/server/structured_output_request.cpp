@@ -3,6 +3,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+
 #include "server/api_error.h"
 
 namespace llms::server {
@@ -186,6 +188,29 @@ StructuredOutput parse_structured_output(const json& body) {
     take(std::move(s), "guided_grammar");
   }
   return out;
+}
+
+void with_key_order(std::string_view body_text, StructuredOutput& so) {
+  if (so.kind != StructuredOutput::Kind::kJsonSchema) return;
+  nlohmann::ordered_json doc =
+      nlohmann::ordered_json::parse(body_text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return;
+  const nlohmann::ordered_json* at = &doc;
+  size_t begin = 0;
+  while (begin <= so.param.size()) {
+    const size_t dot = std::min(so.param.find('.', begin), so.param.size());
+    const std::string key = so.param.substr(begin, dot - begin);
+    if (!at->is_object() || !at->contains(key)) return;
+    at = &(*at)[key];
+    begin = dot + 1;
+  }
+  if (at->is_string()) {
+    nlohmann::ordered_json parsed =
+        nlohmann::ordered_json::parse(at->get<std::string>(), nullptr, false);
+    if (!parsed.is_discarded()) so.ordered_schema = std::move(parsed);
+  } else {
+    so.ordered_schema = *at;
+  }
 }
 
 }  // namespace llms::server

@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "server/constraint_compiler.h"
 #include "server/openai_request.h"
 #include "server/tool_calls.h"
 
@@ -61,6 +62,8 @@ struct Backend {
   ToolCallFormat tool_call_format = ToolCallFormat::kNone;
   // The template writes <think>...</think>: chat outputs are split into reasoning and content.
   bool reasoning = false;
+  // Compiles structured-output requests (null: they are refused).
+  ConstraintCompiler* constraints = nullptr;
 };
 
 class Server {

@@ -17,7 +17,10 @@ namespace llms::server {
 struct StructuredOutput {
   enum class Kind { kNone, kJsonObject, kJsonSchema, kRegex, kChoice, kGrammar };
   Kind kind = Kind::kNone;
-  nlohmann::json schema;             // kJsonSchema
+  nlohmann::json schema;  // kJsonSchema
+  // The schema with its keys in the order the client wrote them (objects are written with their
+  // properties in that order), when the request text was at hand (see with_key_order).
+  nlohmann::ordered_json ordered_schema;
   std::string text;                  // kRegex, kGrammar
   std::vector<std::string> choices;  // kChoice
   std::string param;  // the request field it came from, for errors found when compiling
@@ -26,5 +29,10 @@ struct StructuredOutput {
 };
 
 StructuredOutput parse_structured_output(const nlohmann::json& body);
+
+// Fills so.ordered_schema from the request's text (a JSON Schema's `properties` order is the
+// order a model is asked to write them in; nlohmann::json sorts keys). body_text must be the text
+// `so` was parsed from.
+void with_key_order(std::string_view body_text, StructuredOutput& so);
 
 }  // namespace llms::server
