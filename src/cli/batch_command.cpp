@@ -26,8 +26,11 @@
 #include "gguf/gguf_file.h"
 #include "model_registry.h"
 #include "server/api_error.h"
+#include "server/constraint_compiler.h"
 #include "server/json_body.h"
 #include "server/openai_request.h"
+#include "server/request_constraint.h"
+#include "server/tool_calls.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -75,8 +78,17 @@ constexpr int32_t kDefaultMaxTokens = 16;
 // (server/openai_request.h: completions for `prompt` / `prompt_token_ids`, chat for `messages`),
 // so a line is accepted or refused exactly as the same body would be over HTTP, before anything
 // is sized from it. Throws llms::Error naming the field.
-engine::GenerationRequest parse_line(json line, const gguf::GgufFile& file,
-                                     const tokenizer::Tokenizer& tok) {
+// Structured output and forced tool calls are compiled as `serve` compiles them.
+struct LineContext {
+  const gguf::GgufFile& file;
+  const tokenizer::Tokenizer& tok;
+  server::ConstraintCompiler& constraints;
+  server::ToolCallFormat tool_format;
+};
+
+engine::GenerationRequest parse_line(json line, std::string_view text, const LineContext& ctx) {
+  const gguf::GgufFile& file = ctx.file;
+  const tokenizer::Tokenizer& tok = ctx.tok;
   if (!line.is_object()) {
     throw Error(Error::Kind::kInvalidArgument, "each line must be a JSON object");
   }
@@ -112,6 +124,12 @@ engine::GenerationRequest parse_line(json line, const gguf::GgufFile& file,
     }
     throw Error(Error::Kind::kInvalidArgument, message);
   }
+  std::shared_ptr<const sampling::TokenConstraintFactory> constraint;
+  try {
+    constraint = server::request_constraint(r, text, &ctx.constraints, ctx.tool_format);
+  } catch (const server::ApiError& e) {
+    throw Error(Error::Kind::kInvalidArgument, e.what());
+  }
   std::vector<int32_t> prompt;
   if (chat) {
     jinja::ChatInputs inputs;
@@ -129,7 +147,10 @@ engine::GenerationRequest parse_line(json line, const gguf::GgufFile& file,
     prompt =
         in.is_ids ? in.ids : tok.encode(in.text, {.add_special = true, .parse_special = false});
   }
-  return server::generation_request(r, std::move(prompt), r.max_tokens.value_or(kDefaultMaxTokens));
+  engine::GenerationRequest g =
+      server::generation_request(r, std::move(prompt), r.max_tokens.value_or(kDefaultMaxTokens));
+  g.constraint = std::move(constraint);
+  return g;
 }
 
 json sample_json(const SampleResult& s, size_t index) {
@@ -177,6 +198,10 @@ int run_batch(const BatchOptions& opts) {
   const auto draft = open_draft_model(opts.engine.speculative, opts.cache_dir);
   config.draft_file = draft.get();
   engine::Engine eng(file, tok, config);
+  server::ConstraintCompiler constraints(tok, eng.n_vocab());
+  const LineContext context{
+      file, tok, constraints,
+      server::tool_call_format_for_template(tokenizer::chat_template_for(file))};
   const bool progress = opts.progress && isatty(fileno(stderr));
   print_kv_pool(eng, stderr);
 
@@ -188,7 +213,7 @@ int run_batch(const BatchOptions& opts) {
     try {
       json line = json::parse(text);
       if (line.is_object() && line.contains("id")) lr.id = line["id"];
-      engine::GenerationRequest req = parse_line(std::move(line), file, tok);
+      engine::GenerationRequest req = parse_line(std::move(line), text, context);
       lr.n_prompt = static_cast<int32_t>(req.prompt.size());
       lr.want_logprobs = req.sampling.logprobs;
       lr.samples.resize(static_cast<size_t>(std::max(req.n, 1)));

@@ -37,8 +37,8 @@
 #include "server/api_error.h"
 #include "server/json_body.h"
 #include "server/openai_response.h"
+#include "server/request_constraint.h"
 #include "server/sse.h"
-#include "server/tool_grammar.h"
 #include "server_impl.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
@@ -313,34 +313,6 @@ class Session : public std::enable_shared_from_this<Session> {
     }
   }
 
-  // Tools: every function's parameters must compile; tool_choice "required" or a named function
-  // is enforced by a grammar (server/tool_grammar.h). Null when nothing is enforced.
-  std::shared_ptr<const sampling::TokenConstraintFactory> tool_constraint(const OpenAiRequest& r,
-                                                                          bool has_format) {
-    const Backend& b = server_->backend;
-    // The tools with their keys as the client wrote them (parameters' property order).
-    const nlohmann::ordered_json doc =
-        nlohmann::ordered_json::parse(parser_->get().body(), nullptr, /*allow_exceptions=*/false);
-    const nlohmann::ordered_json tools =
-        !doc.is_discarded() && doc.is_object() && doc.contains("tools")
-            ? doc["tools"]
-            : nlohmann::ordered_json::parse(dump_json(r.tools));
-    const bool forced = r.tool_choice == "required" || r.tool_choice_named;
-    if (!forced) {
-      check_tool_parameters(tools);
-      return nullptr;
-    }
-    if (has_format) {
-      throw_invalid("tool_choice",
-                    "tool_choice: a required tool call and a response_format cannot both be "
-                    "enforced");
-    }
-    if (b.constraints == nullptr) throw_invalid("tool_choice", "tool_choice: enforcing is off");
-    const std::string grammar = tool_call_grammar(
-        b.tool_call_format, tools, r.tool_choice_named ? r.tool_choice : "", r.parallel_tool_calls);
-    return b.constraints->compile_grammar_text(grammar, "tool_choice");
-  }
-
   // The generation prompt ends inside an open <think> (the template started the thinking).
   bool prompt_opens_thinking(const std::vector<int32_t>& prompt) const {
     const size_t n = std::min<size_t>(prompt.size(), 4);
@@ -389,17 +361,8 @@ class Session : public std::enable_shared_from_this<Session> {
         if (r.echo) echo.push_back(in.is_ids ? b.tokenizer->decode(in.ids) : in.text);
       }
     }
-    std::shared_ptr<const sampling::TokenConstraintFactory> constraint;
-    if (r.structured.kind == StructuredOutput::Kind::kJsonSchema) {
-      with_key_order(parser_->get().body(), r.structured);
-    }
-    if (r.structured.active()) {
-      if (b.constraints == nullptr) {
-        throw_invalid(r.structured.param, r.structured.param + ": structured output is off");
-      }
-      constraint = b.constraints->compile(r.structured);
-    }
-    if (!r.tools.is_null()) constraint = tool_constraint(r, constraint != nullptr);
+    const std::shared_ptr<const sampling::TokenConstraintFactory> constraint =
+        request_constraint(r, parser_->get().body(), b.constraints, b.tool_call_format);
     std::vector<engine::GenerationRequest> requests;
     for (std::vector<int32_t>& ids : prompts) {
       const int64_t room = b.engine->max_model_len() - static_cast<int64_t>(ids.size());
