@@ -1,7 +1,8 @@
 // Structured output through the engine's seam (GenerationRequest::constraint): every sample's
 // tokens obey its own constraint; with speculation (prompt lookup, a draft model, token trees)
 // greedy output is the same as without; n samples each get their own; a constraint that allows
-// nothing more ends the request as a stop saying why, and the others go on.
+// nothing more ends the request as a stop saying why, and the others go on; preemption and
+// chunked prefill change nothing.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -87,6 +88,19 @@ TEST_F(EngineConstraintTest, TokensObeyAndSpeculationChangesNothing) {
   for (const Collected& c : plain) {
     ASSERT_EQ(c.tokens.at(0).size(), 24u);
     expect_obeys(c.tokens.at(0), 200);
+  }
+  // Preemption (8 blocks for 4 sequences of ~3-5 blocks) and chunked prefill (a 16-token
+  // budget): the constraint's state lives with the sample, so recomputing changes nothing.
+  {
+    EngineConfig tight = config(8, 16);
+    Engine e(*file_, *tok_, tight);
+    std::vector<Collected> out(requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) e.add_request(requests[i], collect(out[i]));
+    run_to_end(e);
+    EXPECT_GT(e.stats().n_preemptions, 0);
+    for (size_t i = 0; i < plain.size(); ++i) {
+      EXPECT_EQ(ids_of(out[i].tokens.at(0)), ids_of(plain[i].tokens.at(0))) << "request " << i;
+    }
   }
   for (int variant = 0; variant < 3; ++variant) {
     EngineConfig c = config(256);
