@@ -250,13 +250,14 @@ std::string json_char_regex(const CodePointSet& set, StringSpelling spelling) {
                                                   {0x08, U'b'}, {0x0C, U'f'},   {0x0A, U'n'},
                                                   {0x0D, U'r'}, {0x09, U't'}};
   for (const auto& [cp, letter] : kShort) {
-    if (cp == U'/' && spelling == StringSpelling::kCanonical) continue;
+    if (cp == U'/' && spelling != StringSpelling::kAnyEscape) continue;
+    if (spelling == StringSpelling::kName && cp != U'"' && cp != U'\\') continue;
     if (set.contains(cp)) short_escapes.add(letter, letter);
   }
   if (!short_escapes.empty()) escapes.push_back(class_regex(short_escapes));
   if (spelling == StringSpelling::kAnyEscape) {
     unicode_escape_alternatives(set, escapes);
-  } else {
+  } else if (spelling == StringSpelling::kCanonical) {
     CodePointSet controls = set.intersect(CodePointSet::range(0, 0x1F));
     for (char32_t cp : {0x08, 0x09, 0x0A, 0x0C, 0x0D}) {
       controls = controls.minus(CodePointSet::of(cp));

@@ -14,6 +14,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -50,6 +51,10 @@ class SchemaCompiler {
   // The meet of two unions, and of two Shapes (json_schema_meet.cpp).
   std::vector<Shape> meet(const std::vector<Shape>& a, const std::vector<Shape>& b);
   std::optional<Shape> meet(const Shape& a, const Shape& b);
+  // Cheap checks that prune contradictory alternatives while meeting: an enum value against the
+  // number bounds and excluded strings; an object Shape whose required property has no value.
+  bool admits_scalar(const Shape& shape, const Json& value);
+  bool has_impossible_requirement(const Shape& shape);
 
   // Checks (json_schema_check.cpp). A check that cannot decide throws llms::Error.
   bool admits(const SchemaSet& set, const Json& value, int depth);
@@ -89,6 +94,8 @@ class SchemaCompiler {
   CompileBudget& budget_;
   SchemaDocument document_;
   std::map<SchemaSet, std::vector<Shape>> set_shapes_;
+  std::set<SchemaSet> sets_in_progress_;
+  int set_depth_ = 0;
   std::unordered_map<const SchemaNode*, std::vector<Shape>> node_shapes_;
   std::unordered_set<const SchemaNode*> in_progress_;
   std::unordered_map<const SchemaNode*, std::vector<Shape>> node_negations_;

@@ -216,7 +216,7 @@ std::string GrammarBuilder::object_expression(const ObjectPlan& plan, const std:
     const std::string key_regex =
         plan.extras == ObjectPlan::Extras::kAnyOtherName
             ? "\"" +
-                  strings_except_regex(plan.declared_names, StringSpelling::kCanonical,
+                  strings_except_regex(plan.declared_names, StringSpelling::kName,
                                        compiler_.budget()) +
                   "\""
             : plan.extra_name_regex;

@@ -162,7 +162,59 @@ std::optional<Shape> SchemaCompiler::meet(const Shape& a, const Shape& b) {
 
   out.unsupported = a.unsupported;
   out.unsupported.insert(out.unsupported.end(), b.unsupported.begin(), b.unsupported.end());
+
+  // Enum values the other side's scalar rules already reject go now, so that contradictory
+  // alternatives (const "a" and not const "a") vanish before they multiply.
+  if (out.values) {
+    std::erase_if(*out.values, [&](const Json& v) { return !admits_scalar(out, v); });
+    if (out.values->empty()) return std::nullopt;
+  }
   return out;
+}
+
+bool SchemaCompiler::admits_scalar(const Shape& shape, const Json& value) {
+  const uint8_t type = json_type_of(value);
+  if (!(shape.types & type)) return false;
+  if (type == kIntegerType || type == kFractionType) {
+    auto decimal = decimal_of(value);
+    if (!decimal) return false;
+    if (shape.number.lower) {
+      const int order = compare(*decimal, shape.number.lower->value);
+      if (order < 0 || (order == 0 && shape.number.lower->exclusive)) return false;
+    }
+    if (shape.number.upper) {
+      const int order = compare(*decimal, shape.number.upper->value);
+      if (order > 0 || (order == 0 && shape.number.upper->exclusive)) return false;
+    }
+  }
+  if (type == kStringType) {
+    const std::string& text = value.get_ref<const std::string&>();
+    const auto& excluded = shape.string.excluded;
+    if (std::find(excluded.begin(), excluded.end(), text) != excluded.end()) return false;
+  }
+  return true;
+}
+
+bool SchemaCompiler::has_impossible_requirement(const Shape& shape) {
+  if (!(shape.types & kObjectType) || shape.object.required.empty()) return false;
+  ++analysis_depth_;
+  bool impossible = false;
+  try {
+    for (const std::string& name : shape.object.required) {
+      const SchemaSet schema = property_schema(shape.object, name);
+      if (schema.never || shapes_of(schema).empty()) {
+        impossible = true;
+        break;
+      }
+    }
+  } catch (const NormalizationCycle&) {
+    impossible = false;  // still being normalized: cannot tell yet
+  } catch (...) {
+    --analysis_depth_;
+    throw;
+  }
+  --analysis_depth_;
+  return impossible;
 }
 
 std::vector<Shape> SchemaCompiler::meet(const std::vector<Shape>& a, const std::vector<Shape>& b) {
@@ -170,7 +222,11 @@ std::vector<Shape> SchemaCompiler::meet(const std::vector<Shape>& a, const std::
   std::vector<Shape> out;
   for (const Shape& x : a) {
     for (const Shape& y : b) {
-      if (auto shape = meet(x, y)) out.push_back(std::move(*shape));
+      auto shape = meet(x, y);
+      if (!shape) continue;
+      // An object whose required property can have no value is no alternative at all.
+      if (shape->types == kObjectType && has_impossible_requirement(*shape)) continue;
+      out.push_back(std::move(*shape));
     }
   }
   return out;

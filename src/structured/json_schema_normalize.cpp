@@ -406,6 +406,22 @@ const std::vector<Shape>& SchemaCompiler::shapes_of(const SchemaNode* node) {
 const std::vector<Shape>& SchemaCompiler::shapes_of(const SchemaSet& set) {
   auto found = set_shapes_.find(set);
   if (found != set_shapes_.end()) return found->second;
+  // Analyses (has_impossible_requirement) reach sets from inside other sets' meets: a set met
+  // again, or a chain too long, means "cannot tell yet" there; elsewhere it cannot happen.
+  if (sets_in_progress_.count(set) || set_depth_ >= 64) {
+    if (analysis_depth_ > 0) throw NormalizationCycle{};
+    refuse("JSON Schema: subschemas nest too deeply to be combined");
+  }
+  sets_in_progress_.insert(set);
+  ++set_depth_;
+  struct Leave {
+    SchemaCompiler& compiler;
+    const SchemaSet& set;
+    ~Leave() {
+      compiler.sets_in_progress_.erase(set);
+      --compiler.set_depth_;
+    }
+  } leave{*this, set};
   std::vector<Shape> shapes;
   if (!set.never) {
     shapes.push_back(Shape{});

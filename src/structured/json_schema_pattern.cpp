@@ -105,31 +105,19 @@ class PatternParser {
   }
 
   PatternNode parse() {
-    // Top level: each alternative may begin with ^ and end with $; otherwise it is searched.
+    PatternNode root = parse_disjunction(0);
+    if (!at_end()) fail("an unmatched ')'");
+    // Each way of reading the anchors gives an anchor-free language; a side without its
+    // anchor is searched: any text may come before or after.
+    const PatternNode any_text =
+        PatternNode::repeat(PatternNode::of_set(CodePointSet::all()), 0, kUnbounded);
     std::vector<PatternNode> alternatives;
-    while (true) {
-      const bool anchored_start = peek() == U'^';
-      if (anchored_start) ++pos_;
-      std::vector<PatternNode> terms;
-      bool anchored_end = false;
-      while (!at_end() && peek() != U'|') {
-        if (peek() == U'$') {
-          ++pos_;
-          if (!at_end() && peek() != U'|') fail("'$' is supported only at the end of the pattern");
-          anchored_end = true;
-          break;
-        }
-        terms.push_back(parse_quantified(0));
-      }
+    for (Anchored& option : expand(root)) {
       std::vector<PatternNode> parts;
-      const PatternNode any_text =
-          PatternNode::repeat(PatternNode::of_set(CodePointSet::all()), 0, kUnbounded);
-      if (!anchored_start) parts.push_back(any_text);
-      parts.push_back(PatternNode::concat(std::move(terms)));
-      if (!anchored_end) parts.push_back(any_text);
+      if (!option.start) parts.push_back(any_text);
+      parts.push_back(std::move(option.node));
+      if (!option.end) parts.push_back(any_text);
       alternatives.push_back(PatternNode::concat(std::move(parts)));
-      if (at_end()) break;
-      ++pos_;  // '|'
     }
     if (alternatives.size() == 1) return std::move(alternatives[0]);
     return PatternNode::alternation(std::move(alternatives));
@@ -163,6 +151,10 @@ class PatternParser {
     PatternNode atom = parse_atom(depth);
     int64_t lo = 0, hi = 0;
     if (!parse_quantifier(lo, hi)) return atom;
+    if (atom.kind == PatternNode::Kind::kStartAnchor ||
+        atom.kind == PatternNode::Kind::kEndAnchor) {
+      fail("a quantifier cannot follow an anchor");
+    }
     if (peek() == U'?') ++pos_;  // lazy: the same language
     if (peek() == U'*' || peek() == U'+' || peek() == U'?' || quantifier_follows()) {
       fail("a quantifier cannot follow another quantifier");
@@ -244,9 +236,12 @@ class PatternParser {
       case U'\\':
         return parse_escape_atom();
       case U'^':
-        fail("'^' is supported only at the start of the pattern");
-      case U'$':
-        fail("'$' is supported only at the end of the pattern");
+      case U'$': {
+        ++pos_;
+        PatternNode anchor;
+        anchor.kind = c == U'^' ? PatternNode::Kind::kStartAnchor : PatternNode::Kind::kEndAnchor;
+        return anchor;
+      }
       case U'*':
       case U'+':
       case U'?':
@@ -480,6 +475,82 @@ class PatternParser {
     return CodePointSet::of(cp);
   }
 
+  // One reading of a pattern's anchors: whether it is pinned to the start and to the end of
+  // the text, and its language without anchors.
+  struct Anchored {
+    bool start = false;
+    bool end = false;
+    PatternNode node;
+  };
+
+  static bool nullable(const PatternNode& node) {
+    using Kind = PatternNode::Kind;
+    switch (node.kind) {
+      case Kind::kSet:
+        return false;
+      case Kind::kConcat:
+        return std::all_of(node.children.begin(), node.children.end(), nullable);
+      case Kind::kAlternation:
+        return std::any_of(node.children.begin(), node.children.end(), nullable);
+      case Kind::kRepeat:
+        return node.min == 0 || nullable(node.children[0]);
+      default:
+        return true;
+    }
+  }
+
+  std::vector<Anchored> expand(const PatternNode& node) {
+    using Kind = PatternNode::Kind;
+    budget_.charge(1, "pattern anchor readings");
+    switch (node.kind) {
+      case Kind::kStartAnchor:
+        return {Anchored{true, false, PatternNode::concat({})}};
+      case Kind::kEndAnchor:
+        return {Anchored{false, true, PatternNode::concat({})}};
+      case Kind::kSet:
+        return {Anchored{false, false, node}};
+      case Kind::kAlternation: {
+        std::vector<Anchored> out;
+        for (const PatternNode& child : node.children) {
+          for (Anchored& option : expand(child)) out.push_back(std::move(option));
+        }
+        return out;
+      }
+      case Kind::kRepeat: {
+        for (const Anchored& option : expand(node.children[0])) {
+          if (option.start || option.end) fail("an anchor inside a repetition is not supported");
+        }
+        return {Anchored{false, false, node}};
+      }
+      case Kind::kConcat: {
+        std::vector<Anchored> readings{Anchored{false, false, PatternNode::concat({})}};
+        for (const PatternNode& child : node.children) {
+          std::vector<Anchored> next;
+          for (const Anchored& left : readings) {
+            for (const Anchored& right : expand(child)) {
+              budget_.charge(1, "pattern anchor readings");
+              // After $ only empty text may follow; before ^ only empty text may come.
+              PatternNode l = left.node, r = right.node;
+              if (left.end) {
+                if (!nullable(r)) continue;
+                r = PatternNode::concat({});
+              }
+              if (right.start) {
+                if (!nullable(l)) continue;
+                l = PatternNode::concat({});
+              }
+              next.push_back(Anchored{left.start || right.start, left.end || right.end,
+                                      PatternNode::concat({std::move(l), std::move(r)})});
+            }
+          }
+          readings = std::move(next);
+        }
+        return readings;
+      }
+    }
+    return {};
+  }
+
   CompileBudget& budget_;
   std::u32string text_;
   size_t pos_ = 0;
@@ -502,6 +573,9 @@ bool is_empty_language(const PatternNode& simplified) {
 PatternNode simplify_pattern(const PatternNode& node) {
   using Kind = PatternNode::Kind;
   switch (node.kind) {
+    case Kind::kStartAnchor:
+    case Kind::kEndAnchor:             // only while parsing
+      return PatternNode::concat({});  // anchors never outlive parse_pattern
     case Kind::kSet: {
       // Surrogates are not characters of valid text.
       CodePointSet set = node.set.minus(CodePointSet::range(0xD800, 0xDFFF));
@@ -552,6 +626,9 @@ PatternNode simplify_pattern(const PatternNode& node) {
 bool is_universal_language(const PatternNode& node) {
   using Kind = PatternNode::Kind;
   switch (node.kind) {
+    case Kind::kStartAnchor:
+    case Kind::kEndAnchor:  // only while parsing
+      return false;
     case Kind::kSet:
       return false;
     case Kind::kRepeat:
@@ -578,6 +655,9 @@ bool is_universal_language(const PatternNode& node) {
 LengthRange pattern_length(const PatternNode& node) {
   using Kind = PatternNode::Kind;
   switch (node.kind) {
+    case Kind::kStartAnchor:
+    case Kind::kEndAnchor:  // only while parsing
+      return {0, 0};
     case Kind::kSet:
       return {1, 1};
     case Kind::kConcat: {
@@ -637,6 +717,9 @@ std::optional<PatternNode> constrain(const PatternNode& node, int64_t lo, int64_
   if (within(length, lo, hi)) return node;
   if (disjoint(length, lo, hi)) return PatternNode::nothing();
   switch (node.kind) {
+    case Kind::kStartAnchor:
+    case Kind::kEndAnchor:  // only while parsing
+      return node;
     case Kind::kSet:
       return node;  // unreachable: length 1 is within or disjoint
     case Kind::kRepeat: {
@@ -707,6 +790,9 @@ void write_regex(const PatternNode& node, StringSpelling spelling, bool atomic,
   using Kind = PatternNode::Kind;
   budget.charge(1, "pattern regex nodes");
   switch (node.kind) {
+    case Kind::kStartAnchor:
+    case Kind::kEndAnchor:  // only while parsing
+      return;
     case Kind::kSet: {
       out += json_char_regex(node.set, spelling);  // a class or a (?:...) group: atomic
       return;
@@ -796,6 +882,9 @@ struct Nfa {
     using Kind = PatternNode::Kind;
     const int start = add(budget);
     switch (node.kind) {
+      case Kind::kStartAnchor:
+      case Kind::kEndAnchor:  // only while parsing
+        return {start, start};
       case Kind::kSet: {
         const int end = add(budget);
         states[start].has_set = true;

@@ -16,6 +16,13 @@
 //              letter-digit-hyphen labels (no quoted local parts, no address literals)
 //   ipv4       RFC 2673 dotted-quad: four decimal 0-255 without leading zeros
 //   ipv6       RFC 4291 section 2.2 text forms (with ::, with a dotted-quad tail), no zone id
+//   uri, uri-reference      RFC 3986 URI and URI-reference
+//   iri, iri-reference      RFC 3987 IRI and IRI-reference
+//   hostname   RFC 1123 names, labels of letters, digits and inner hyphens, at most 253
+//              characters: kept by bounding labels and their count together (up to 4 labels of
+//              62 characters, 8 of 30 or 16 of 14), a sound restriction
+//   duration   RFC 3339 appendix A (P1Y2M3DT4H5M6S, P3W)
+//   json-pointer, relative-json-pointer   RFC 6901 and its relative form
 #include <algorithm>
 
 #include "json_schema_compiler.h"
@@ -65,6 +72,72 @@ std::string ipv6() {
   return out + ")";
 }
 
+// RFC 3986 URIs and relative references; with `international`, RFC 3987 IRIs (ucschar allowed
+// where unreserved characters are, iprivate in queries).
+std::string uri(bool international, bool reference) {
+  const std::string ucs = international
+                              ? "\\u00A0-\\uD7FF\\uF900-\\uFDCF\\uFDF0-\\uFFEF\\u{10000}-\\u{1FFFD}"
+                                "\\u{20000}-\\u{2FFFD}\\u{30000}-\\u{3FFFD}\\u{40000}-\\u{4FFFD}"
+                                "\\u{50000}-\\u{5FFFD}\\u{60000}-\\u{6FFFD}\\u{70000}-\\u{7FFFD}"
+                                "\\u{80000}-\\u{8FFFD}\\u{90000}-\\u{9FFFD}\\u{A0000}-\\u{AFFFD}"
+                                "\\u{B0000}-\\u{BFFFD}\\u{C0000}-\\u{CFFFD}\\u{D0000}-\\u{DFFFD}"
+                                "\\u{E1000}-\\u{EFFFD}"
+                              : "";
+  const std::string pct = "%[0-9A-Fa-f]{2}";
+  const std::string unreserved_subs = "A-Za-z0-9\\-._~!$&'()*+,;=" + ucs;
+  auto chars = [&](const std::string& extra) {
+    return "(?:[" + unreserved_subs + extra + "]|" + pct + ")";
+  };
+  const std::string pchar = chars(":@");
+  const std::string segment = pchar + "*", segment_nz = pchar + "+";
+  const std::string ipv6_literal =
+      "\\[(?:" + ipv6() + "|v[0-9A-Fa-f]+\\.[A-Za-z0-9\\-._~!$&'()*+,;=:]+)\\]";
+  const std::string authority =
+      "(?:" + chars(":") + "*@)?(?:" + ipv6_literal + "|" + chars("") + "*)(?::[0-9]*)?";
+  const std::string path_abempty = "(?:/" + segment + ")*";
+  const std::string query_chars =
+      international ? "/?\\uE000-\\uF8FF\\u{F0000}-\\u{FFFFD}\\u{100000}-\\u{10FFFD}" : "/?";
+  const std::string query = "(?:\\?(?:" + pchar + "|[" + query_chars + "])*)?";
+  const std::string fragment = "(?:#(?:" + pchar + "|[/?])*)?";
+  const std::string scheme = "[A-Za-z][A-Za-z0-9+\\-.]*";
+  const std::string hier = "(?://" + authority + path_abempty + "|/(?:" + segment_nz + "(?:/" +
+                           segment + ")*)?|" + segment_nz + "(?:/" + segment + ")*)?";
+  const std::string absolute = scheme + ":" + hier + query + fragment;
+  if (!reference) return absolute;
+  // A relative reference: its first segment has no ':' (else it would read as a scheme).
+  const std::string segment_nc = chars("@") + "+";
+  const std::string relative = "(?://" + authority + path_abempty + "|/(?:" + segment_nz + "(?:/" +
+                               segment + ")*)?|" + segment_nc + "(?:/" + segment + ")*)?" + query +
+                               fragment;
+  return "(?:" + absolute + "|" + relative + ")";
+}
+
+// RFC 1123 host names of at most 253 characters. The total length is kept by bounding labels
+// and their count together (4 labels of up to 62 characters, 8 of up to 30, or 16 of up to 14):
+// a sound restriction, since longer names are rare and a count across labels has no regex.
+std::string hostname() {
+  std::string out = "(?:";
+  const std::pair<int, int> tiers[] = {{4, 62}, {8, 30}, {16, 14}};
+  for (size_t i = 0; i < std::size(tiers); ++i) {
+    const auto [count, length] = tiers[i];
+    const std::string label =
+        "[A-Za-z0-9](?:[A-Za-z0-9\\-]{0," + std::to_string(length - 2) + "}[A-Za-z0-9])?";
+    out += (i ? "|" : "") + label + "(?:\\." + label + "){0," + std::to_string(count - 1) + "}";
+  }
+  return out + ")";
+}
+
+// RFC 3339 appendix A durations.
+std::string duration() {
+  const std::string second = "[0-9]+S", minute = "[0-9]+M(?:" + second + ")?",
+                    hour = "[0-9]+H(?:" + minute + ")?";
+  const std::string time = "T(?:" + hour + "|" + minute + "|" + second + ")";
+  const std::string day = "[0-9]+D", month = "[0-9]+M(?:" + day + ")?",
+                    year = "[0-9]+Y(?:" + month + ")?";
+  const std::string date = "(?:" + day + "|" + month + "|" + year + ")(?:" + time + ")?";
+  return "P(?:" + date + "|" + time + "|[0-9]+W)";
+}
+
 // The language of a known format as an anchored pattern, or empty when unknown.
 std::string format_source(const std::string& name) {
   if (name == "date") return std::string("^") + kDate + "$";
@@ -80,6 +153,16 @@ std::string format_source(const std::string& name) {
   }
   if (name == "ipv4") return "^" + ipv4() + "$";
   if (name == "ipv6") return "^" + ipv6() + "$";
+  if (name == "uri") return "^" + uri(false, false) + "$";
+  if (name == "uri-reference") return "^" + uri(false, true) + "$";
+  if (name == "iri") return "^" + uri(true, false) + "$";
+  if (name == "iri-reference") return "^" + uri(true, true) + "$";
+  if (name == "hostname") return "^" + hostname() + "$";
+  if (name == "duration") return "^" + duration() + "$";
+  if (name == "json-pointer") return "^(?:/(?:[^~/]|~[01])*)*$";
+  if (name == "relative-json-pointer") {
+    return "^(?:0|[1-9][0-9]*)(?:#|(?:/(?:[^~/]|~[01])*)*)$";
+  }
   return {};
 }
 
@@ -107,7 +190,9 @@ const PatternNode* SchemaCompiler::format_pattern(const Sourced& format) {
     if (options_.ignore_unknown_formats) return nullptr;
     refuse_keyword("format", format.pointer,
                    "the format '" + format.text +
-                       "' is not supported (date, time, date-time, uuid, email, ipv4, ipv6 are)");
+                       "' is not supported (date, time, date-time, duration, uuid, email, ipv4, "
+                       "ipv6, hostname, uri, uri-reference, iri, iri-reference, json-pointer and "
+                       "relative-json-pointer are)");
   }
   auto node = std::make_unique<PatternNode>(simplify_pattern(parse_pattern(source, budget_)));
   return formats_.emplace(format.text, std::move(node)).first->second.get();
@@ -122,24 +207,55 @@ struct TrieNode {
 
 constexpr size_t kMaxExcludedLength = 1000;
 
-// JSON string contents whose decoded value is none of the trie's strings (from `node` on).
-std::string strings_except(const TrieNode& node, StringSpelling spelling, CompileBudget& budget) {
+// A string outside the trie either leaves it (a path of the trie, then a character no name
+// continues with, then anything: `diverging` gives the part up to that character, the "anything"
+// is written once after it), or stops inside it where no name ends (`unfinished`).
+std::string diverging(const TrieNode& node, StringSpelling spelling, CompileBudget& budget) {
   budget.charge(1, "excluded string alternatives");
-  const std::string any = json_char_regex(CodePointSet::all(), spelling);
   CodePointSet used;
   std::vector<std::string> alternatives;
   for (const auto& [cp, child] : node.children) {
     used.add(cp, cp);
-    alternatives.push_back(json_char_regex(CodePointSet::of(cp), spelling) +
-                           strings_except(*child, spelling, budget));
+    const std::string atom = json_char_regex(CodePointSet::of(cp), spelling);
+    if (atom.empty()) continue;  // a character this spelling cannot write
+    alternatives.push_back(atom + diverging(*child, spelling, budget));
   }
-  const std::string other = json_char_regex(used.complement(), spelling);
-  if (!other.empty()) alternatives.push_back(other + any + "*");
+  // `used` holds one character per name at most, so some character always remains.
+  alternatives.push_back(json_char_regex(used.complement(), spelling));
+  std::string out = "(?:";
+  for (size_t i = 0; i < alternatives.size(); ++i) out += (i ? "|" : "") + alternatives[i];
+  return out + ")";
+}
+
+// The trie's paths on which no name ends; nullopt when there is none.
+std::optional<std::string> unfinished(const TrieNode& node, StringSpelling spelling,
+                                      CompileBudget& budget) {
+  budget.charge(1, "excluded string alternatives");
+  std::vector<std::string> alternatives;
+  for (const auto& [cp, child] : node.children) {
+    const std::string atom = json_char_regex(CodePointSet::of(cp), spelling);
+    if (atom.empty()) continue;
+    if (auto rest = unfinished(*child, spelling, budget)) alternatives.push_back(atom + *rest);
+  }
+  if (alternatives.empty()) {
+    if (node.terminal) return std::nullopt;
+    return std::string();
+  }
   std::string out = "(?:";
   for (size_t i = 0; i < alternatives.size(); ++i) out += (i ? "|" : "") + alternatives[i];
   out += ")";
-  if (!node.terminal) out += "?";  // the string may end here
+  if (!node.terminal) out += "?";
   return out;
+}
+
+std::string strings_except(const TrieNode& root, StringSpelling spelling, CompileBudget& budget) {
+  const std::string any = json_char_regex(CodePointSet::all(), spelling);
+  std::string out = "(?:" + diverging(root, spelling, budget) + any + "*";
+  if (auto rest = unfinished(root, spelling, budget)) {
+    if (rest->empty()) return out + ")?";
+    out += "|" + *rest;
+  }
+  return out + ")";
 }
 
 }  // namespace
@@ -203,10 +319,15 @@ std::optional<std::string> SchemaCompiler::string_regex(const StringShape& shape
                      "excluding string values from a pattern, format or length "
                      "bound is not supported");
     }
-    return "\"" + strings_except_regex(shape.excluded, spelling, budget_) + "\"";
+    // One spelling per value, so that excluding a value's text excludes the value.
+    return "\"" + strings_except_regex(shape.excluded, StringSpelling::kCanonical, budget_) + "\"";
   }
   if (languages.empty()) {
-    const std::string any = json_char_regex(CodePointSet::all(), spelling);
+    // A counted string costs the grammar engine one automaton state per count and character
+    // state; the canonical spelling has about half the character states of "any escape".
+    const StringSpelling counted_spelling =
+        max_length == kUnbounded && min_length <= 1 ? spelling : StringSpelling::kCanonical;
+    const std::string any = json_char_regex(CodePointSet::all(), counted_spelling);
     std::string body = "(?:" + any + ")";
     if (max_length == kUnbounded) {
       body += min_length == 0   ? "*"

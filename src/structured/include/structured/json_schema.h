@@ -12,10 +12,11 @@
 //   - objects: the properties in the order of the schema's `properties` (after merging allOf: the
 //     schema's own first, then each branch's in order), optional ones skipped, then additional
 //     properties; an `enum`/`const` object in its own key order.
-//   - property names and enum/const strings: one spelling, the canonical one (raw UTF-8, the short
-//     escapes \" \\ \b \f \n \r \t, \u00XX in lowercase for other control characters); other
-//     strings (free text, pattern, format, lengths): any RFC 8259 spelling unless
-//     `any_string_escape` is false; escaped lone surrogates are never produced.
+//   - strings with minLength/maxLength, enum/const strings and declared property names: one
+//     spelling per character, the canonical one (raw UTF-8, the short escapes \" \\ \b \f \n \r
+//     \t, \u00XX in lowercase for other control characters); other property names: raw, \" or
+//     \\ (no control characters); other strings (free text, pattern, format): any RFC 8259
+//     spelling unless `any_string_escape` is false. Escaped lone surrogates are never produced.
 //   - integers: `-?(0|[1-9][0-9]*)` (no fraction, no exponent, no "-0"); numbers with a bound: no
 //     exponent; numbers without one: the full JSON syntax.
 #pragma once

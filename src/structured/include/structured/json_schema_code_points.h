@@ -46,6 +46,7 @@ class CodePointSet {
 enum class StringSpelling {
   kAnyEscape,  // raw, short escapes (\" \\ \/ \b \f \n \r \t) or \uXXXX (pairs above the BMP)
   kCanonical,  // exactly one spelling per code point (what nlohmann::json::dump writes)
+  kName,       // property names: raw characters, \" and \\ only (no control characters)
 };
 
 // A regex that matches exactly one character of `set` written inside a JSON string, in any of

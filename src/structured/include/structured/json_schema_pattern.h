@@ -6,6 +6,10 @@
 // search prefix and suffix made explicit), then written back as a regex over JSON string content
 // in which every character class admits the escaped spellings too.
 //
+// Anchors may stand anywhere their meaning is a language: ^ where only empty text can precede it
+// (the start of an alternative, of a group that starts one, ...) and $ where only empty text can
+// follow; ^(a|b$)c and (^a|b) are fine, an anchor inside a repetition is refused.
+//
 // Semantics, where ECMA-262 and Python's re (the usual reference validator) differ, are the
 // stricter of the two, so the language is never larger than either: `.` excludes \n \r \u2028
 // \u2029; \d \w are ASCII; \s is ECMA's whitespace without U+FEFF; \S excludes the whitespace of
@@ -34,6 +38,8 @@ struct PatternNode {
     kConcat,       // children in sequence (no children: the empty string)
     kAlternation,  // any one child (no children: nothing)
     kRepeat,       // children[0] between `min` and `max` times (max kUnbounded: no bound)
+    kStartAnchor,  // ^ and $: only while parsing; parse_pattern's result has none
+    kEndAnchor,
   };
   Kind kind = Kind::kConcat;
   CodePointSet set;
