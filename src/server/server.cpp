@@ -50,6 +50,8 @@ Server::Server(ServerConfig config) : impl_(std::make_shared<Impl>(std::move(con
 }
 
 Server::~Server() {
+  impl_->compile_pool->stop();
+  impl_->compile_pool->join();
   impl_->ioc->stop();
   for (std::thread& t : impl_->threads) {
     if (t.joinable()) t.join();
@@ -140,6 +142,8 @@ void Server::run_until_stopped() {
   while (s.active_jobs.load() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  s.compile_pool->stop();
+  s.compile_pool->join();
   s.ioc->stop();
   for (std::thread& t : s.threads) {
     if (t.joinable()) t.join();

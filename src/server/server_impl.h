@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -39,6 +40,11 @@ struct Server::Impl {
   std::optional<boost::asio::ip::tcp::acceptor> acceptor;
   std::optional<boost::asio::signal_set> signals;
   std::vector<std::thread> threads;
+  // Structured-output constraints compile here, off the I/O threads (a schema may take up to its
+  // compile budget, a second, which would stall every connection of an I/O thread) and off the
+  // engine thread. One thread: compiling is CPU work on a machine the engine already fills.
+  std::unique_ptr<boost::asio::thread_pool> compile_pool =
+      std::make_unique<boost::asio::thread_pool>(1);
 
   std::mutex stop_mutex;
   std::condition_variable stop_cv;

@@ -201,8 +201,14 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_never();
     keep_alive_ = parser_->get().keep_alive();
     server_->http_requests_total.fetch_add(1);
+    guarded([this] { route(); });
+  }
+
+  // Runs a step of an exchange; a refusal or failure becomes the exchange's error response.
+  template <class Fn>
+  void guarded(Fn&& fn) {
     try {
-      route();
+      fn();
     } catch (const ApiError& e) {
       send_error(e);
     } catch (const jinja::TemplateRaised& e) {
@@ -343,10 +349,39 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // ---- generation ---------------------------------------------------------------------------
   void start_generation(Endpoint endpoint, const json& body) {
-    const Backend& b = server_->backend;
     OpenAiRequest r = endpoint == Endpoint::kChat ? parse_chat_request(body, cfg_.limits)
                                                   : parse_completion_request(body, cfg_.limits);
     check_model(r.model);
+    if (!r.structured.active() && r.tools.is_null()) {
+      return continue_generation(endpoint, std::move(r), nullptr);
+    }
+    // A constraint to compile: on the compile thread, then back on this connection's strand.
+    auto request = std::make_shared<OpenAiRequest>(std::move(r));
+    asio::post(*server_->compile_pool, [self = shared_from_this(), endpoint, request,
+                                        text = std::string(parser_->get().body())] {
+      std::shared_ptr<const sampling::TokenConstraintFactory> constraint;
+      std::exception_ptr failure;
+      try {
+        const Backend& b = self->server_->backend;
+        constraint = request_constraint(*request, text, b.constraints, b.tool_call_format);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      asio::post(self->strand_, [self, endpoint, request, constraint, failure] {
+        if (self->closed_) return;
+        self->guarded([&] {
+          if (failure) std::rethrow_exception(failure);
+          if (self->server_->draining.load()) throw ApiError(503, "The server is shutting down");
+          self->continue_generation(endpoint, std::move(*request), constraint);
+        });
+      });
+    });
+  }
+
+  // Tokenizes, admits and submits a parsed request whose constraint (if any) is compiled.
+  void continue_generation(Endpoint endpoint, OpenAiRequest r,
+                           std::shared_ptr<const sampling::TokenConstraintFactory> constraint) {
+    const Backend& b = server_->backend;
     const char* prompt_param = endpoint == Endpoint::kChat ? "messages" : "prompt";
 
     std::vector<std::vector<int32_t>> prompts;
@@ -361,8 +396,6 @@ class Session : public std::enable_shared_from_this<Session> {
         if (r.echo) echo.push_back(in.is_ids ? b.tokenizer->decode(in.ids) : in.text);
       }
     }
-    const std::shared_ptr<const sampling::TokenConstraintFactory> constraint =
-        request_constraint(r, parser_->get().body(), b.constraints, b.tool_call_format);
     std::vector<engine::GenerationRequest> requests;
     for (std::vector<int32_t>& ids : prompts) {
       const int64_t room = b.engine->max_model_len() - static_cast<int64_t>(ids.size());

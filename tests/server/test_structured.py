@@ -4,7 +4,8 @@ not ours (Python `jsonschema`, `re`, pydantic through the official `openai` clie
   pydantic model, json_object, guided_choice, guided_regex, guided_grammar and
   structured_outputs: every output is valid; object keys come in the schema's order;
 - n = 3 sampled answers each valid; greedy output the same with prompt-lookup speculation;
-- bad schemas and grammars: 400 naming the field;
+- bad schemas and grammars, and a regex that explodes when compiled: 400 naming the field
+  (compilation runs on its own thread under a budget);
 - tool_choice required / a named function: the answer is a tool call whose arguments validate
   against the function's parameters.
 Usage: test_structured.py LLMSERVE_BINARY"""
@@ -107,6 +108,8 @@ def main(binary):
                     "name": "x", "schema": {"type": "array", "uniqueItems": True}}}},
                  "response_format.json_schema.schema"),
                 ({"guided_regex": "(a"}, "guided_regex"),
+                # Explodes when compiled: refused by the compile budget, not a hung server.
+                ({"guided_regex": "((a|b){0,1000}){0,1000}"}, "guided_regex"),
                 ({"guided_grammar": "root ::= missing"}, "guided_grammar"),
                 ({"structured_outputs": {"json": {"type": "integer", "multipleOf": 0.5}}},
                  "structured_outputs.json"),
