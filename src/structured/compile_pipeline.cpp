@@ -1,11 +1,13 @@
 // structured/compile_pipeline: a parsed Grammar linked into a CompiledGrammar.
 //
-// Steps: choose the callable rules (nfa.h), build and determinize one automaton per callable
-// rule over byte classes shared by all, then make the automaton exact for masking:
+// Steps: choose the callable rules (nfa.h), build one automaton per callable rule over byte
+// classes shared by all (a repetition whose counting conflicts is expanded and the rule
+// rebuilt), then make the automaton exact for masking:
 // - productive rules (derive some string) by fixpoint; calls of unproductive rules are dropped,
 //   so a rule that can derive nothing never makes a dead prefix look viable;
 // - nullable rules by fixpoint (the Earley closure advances callers of nullable rules at once);
-// - states kept only if reachable from their rule's start and able to reach a final state;
+// - states kept only if reachable from their rule's start and able to reach a final state
+//   (counts never make a state dead: a counted body is productive, so any count can finish);
 // - rules kept only if root reaches them.
 // Then the Earley set before any text, shared by every matcher.
 #include <algorithm>
@@ -20,32 +22,44 @@
 namespace llms::structured {
 namespace {
 
-// Forward search in one rule's DFA over byte edges and calls accepted by `call_ok`; returns the
-// states reached (as a mask). Charges the states visited.
+// Calls fn(target) for every state a transition code may lead to.
+template <typename Fn>
+void for_each_target(const Dfa& dfa, int32_t code, Fn&& fn) {
+  if (code >= 0) {
+    fn(code);
+  } else if (code != kNoMove) {
+    for (int32_t t : dfa.guarded[guarded_index(code)].target) {
+      if (t >= 0) fn(t);
+    }
+  }
+}
+
+// Forward search in one rule's DFA over byte edges (if use_bytes) and the calls accepted by
+// `call_ok`; returns the states reached.
 template <typename CallOk>
 std::vector<uint8_t> reach_forward(const Dfa& dfa, int32_t n_classes, bool use_bytes,
                                    CallOk&& call_ok, CompileBudget& budget) {
   std::vector<uint8_t> seen(static_cast<size_t>(dfa.n_states), 0);
   std::vector<int32_t> stack{0};
   seen[0] = 1;
+  auto visit = [&](int32_t t) {
+    if (!seen[static_cast<size_t>(t)]) {
+      seen[static_cast<size_t>(t)] = 1;
+      stack.push_back(t);
+    }
+  };
   while (!stack.empty()) {
     const int32_t s = stack.back();
     stack.pop_back();
     budget.charge(1, "grammar analysis steps");
-    auto visit = [&](int32_t t) {
-      if (t >= 0 && !seen[static_cast<size_t>(t)]) {
-        seen[static_cast<size_t>(t)] = 1;
-        stack.push_back(t);
-      }
-    };
     if (use_bytes) {
+      const size_t row = static_cast<size_t>(s) * static_cast<size_t>(n_classes);
       for (int32_t c = 0; c < n_classes; ++c) {
-        visit(dfa.next[static_cast<size_t>(s) * static_cast<size_t>(n_classes) +
-                       static_cast<size_t>(c)]);
+        for_each_target(dfa, dfa.next[row + static_cast<size_t>(c)], visit);
       }
     }
-    for (const auto& [rule, target] : dfa.calls[static_cast<size_t>(s)]) {
-      if (call_ok(rule)) visit(target);
+    for (const auto& [rule, code] : dfa.calls[static_cast<size_t>(s)]) {
+      if (call_ok(rule)) for_each_target(dfa, code, visit);
     }
   }
   return seen;
@@ -58,6 +72,45 @@ bool reaches_final(const std::vector<uint8_t>& seen, const Dfa& dfa) {
   return false;
 }
 
+// Live states of one DFA: reachable from the start and co-reachable to a final state.
+template <typename CallOk>
+std::vector<uint8_t> live_states(const Dfa& dfa, int32_t n_classes, CallOk&& call_ok,
+                                 CompileBudget& budget) {
+  const auto forward = reach_forward(dfa, n_classes, true, call_ok, budget);
+  std::vector<std::vector<int32_t>> reverse(static_cast<size_t>(dfa.n_states));
+  for (int32_t s = 0; s < dfa.n_states; ++s) {
+    auto add = [&](int32_t t) { reverse[static_cast<size_t>(t)].push_back(s); };
+    const size_t row = static_cast<size_t>(s) * static_cast<size_t>(n_classes);
+    for (int32_t c = 0; c < n_classes; ++c)
+      for_each_target(dfa, dfa.next[row + static_cast<size_t>(c)], add);
+    for (const auto& [callee, code] : dfa.calls[static_cast<size_t>(s)]) {
+      if (call_ok(callee)) for_each_target(dfa, code, add);
+    }
+  }
+  budget.charge(dfa.n_states, "grammar analysis steps");
+  std::vector<uint8_t> backward(static_cast<size_t>(dfa.n_states), 0);
+  std::vector<int32_t> stack;
+  for (int32_t s = 0; s < dfa.n_states; ++s) {
+    if (dfa.is_final[static_cast<size_t>(s)]) {
+      backward[static_cast<size_t>(s)] = 1;
+      stack.push_back(s);
+    }
+  }
+  while (!stack.empty()) {
+    const int32_t s = stack.back();
+    stack.pop_back();
+    for (int32_t p : reverse[static_cast<size_t>(s)]) {
+      if (!backward[static_cast<size_t>(p)]) {
+        backward[static_cast<size_t>(p)] = 1;
+        stack.push_back(p);
+      }
+    }
+  }
+  std::vector<uint8_t> live(static_cast<size_t>(dfa.n_states));
+  for (size_t s = 0; s < live.size(); ++s) live[s] = forward[s] && backward[s];
+  return live;
+}
+
 }  // namespace
 
 std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
@@ -65,6 +118,8 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
                                                     CompileBudget& budget, const char* what) {
   if (!index) throw Error(Error::Kind::kInvalidArgument, std::string(what) + ": no token index");
   const std::vector<uint8_t> callable = plan_callable_rules(grammar, budget);
+  const std::vector<uint8_t> nullable_node = nullable_nodes(grammar, budget);
+  std::vector<uint8_t> expand(grammar.arena.nodes.size(), 0);
 
   // Local numbering of callable rules; call edges are renumbered below.
   std::vector<int32_t> local(grammar.rules.size(), -1);
@@ -77,12 +132,24 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
   }
   std::vector<Nfa> nfas;
   nfas.reserve(members.size());
-  for (int32_t r : members) nfas.push_back(build_rule_nfa(grammar, r, callable, budget));
+  for (int32_t r : members) {
+    nfas.push_back(build_rule_nfa(grammar, r, callable, nullable_node, expand, budget));
+  }
   const ByteClasses classes = compute_byte_classes(nfas);
   std::vector<Dfa> dfas;
   dfas.reserve(members.size());
   for (size_t i = 0; i < nfas.size(); ++i) {
-    dfas.push_back(determinize(nfas[i], classes, budget));
+    while (true) {
+      try {
+        dfas.push_back(determinize(nfas[i], classes, budget));
+        break;
+      } catch (const RegionConflict& conflict) {
+        // Counting this repetition would need two counts at once: expand it (bounded by the
+        // budget) and rebuild the rule. Each retry expands one more node, so this ends.
+        expand[static_cast<size_t>(conflict.node)] = 1;
+        nfas[i] = build_rule_nfa(grammar, members[i], callable, nullable_node, expand, budget);
+      }
+    }
     nfas[i] = Nfa{};  // free as we go
     for (auto& calls : dfas.back().calls) {
       for (auto& call : calls) call.first = local[static_cast<size_t>(call.first)];
@@ -120,44 +187,9 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
   }
   auto call_ok = [&](int32_t callee) { return productive[static_cast<size_t>(callee)] != 0; };
 
-  // Live states: reachable from the start and co-reachable to a final state.
   std::vector<std::vector<uint8_t>> live(n_rules);
   for (size_t r = 0; r < n_rules; ++r) {
-    if (!productive[r]) continue;
-    const Dfa& dfa = dfas[r];
-    const auto forward = reach_forward(dfa, n_classes, true, call_ok, budget);
-    std::vector<std::vector<int32_t>> reverse(static_cast<size_t>(dfa.n_states));
-    for (int32_t s = 0; s < dfa.n_states; ++s) {
-      for (int32_t c = 0; c < n_classes; ++c) {
-        const int32_t t = dfa.next[static_cast<size_t>(s) * static_cast<size_t>(n_classes) +
-                                   static_cast<size_t>(c)];
-        if (t >= 0) reverse[static_cast<size_t>(t)].push_back(s);
-      }
-      for (const auto& [callee, t] : dfa.calls[static_cast<size_t>(s)]) {
-        if (call_ok(callee)) reverse[static_cast<size_t>(t)].push_back(s);
-      }
-    }
-    budget.charge(dfa.n_states, "grammar analysis steps");
-    std::vector<uint8_t> backward(static_cast<size_t>(dfa.n_states), 0);
-    std::vector<int32_t> stack;
-    for (int32_t s = 0; s < dfa.n_states; ++s) {
-      if (dfa.is_final[static_cast<size_t>(s)]) {
-        backward[static_cast<size_t>(s)] = 1;
-        stack.push_back(s);
-      }
-    }
-    while (!stack.empty()) {
-      const int32_t s = stack.back();
-      stack.pop_back();
-      for (int32_t p : reverse[static_cast<size_t>(s)]) {
-        if (!backward[static_cast<size_t>(p)]) {
-          backward[static_cast<size_t>(p)] = 1;
-          stack.push_back(p);
-        }
-      }
-    }
-    live[r].resize(static_cast<size_t>(dfa.n_states));
-    for (size_t s = 0; s < live[r].size(); ++s) live[r][s] = forward[s] && backward[s];
+    if (productive[r]) live[r] = live_states(dfas[r], n_classes, call_ok, budget);
   }
 
   // Rules root reaches through live states.
@@ -168,9 +200,13 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
     const size_t r = order[i];
     for (int32_t s = 0; s < dfas[r].n_states; ++s) {
       if (!live[r][static_cast<size_t>(s)]) continue;
-      for (const auto& [callee, t] : dfas[r].calls[static_cast<size_t>(s)]) {
+      for (const auto& [callee, code] : dfas[r].calls[static_cast<size_t>(s)]) {
         const auto c = static_cast<size_t>(callee);
-        if (call_ok(callee) && live[r][static_cast<size_t>(t)] && !used[c]) {
+        bool leads_somewhere = false;
+        for_each_target(dfas[r], code, [&](int32_t t) {
+          leads_somewhere |= live[r][static_cast<size_t>(t)] != 0;
+        });
+        if (call_ok(callee) && leads_somewhere && !used[c]) {
           used[c] = 1;
           order.push_back(c);
         }
@@ -178,12 +214,14 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
     }
   }
 
+  // Global numbering of live states, regions and guarded moves.
   auto g = std::make_shared<CompiledGrammar>();
   g->index = std::move(index);
   g->byte_class = classes.of;
   g->n_classes = n_classes;
   std::vector<int32_t> rule_id(n_rules, -1);
   std::vector<std::vector<int32_t>> global(n_rules);
+  std::vector<int32_t> region_base(n_rules, 0);
   int32_t n_states = 0;
   for (size_t r : order) {
     rule_id[r] = static_cast<int32_t>(g->rules.size());
@@ -196,44 +234,58 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
     }
     info.start = global[r][0];
     g->rules.push_back(std::move(info));
+    region_base[r] = static_cast<int32_t>(g->regions.size());
+    for (const NfaRegion& region : dfas[r].regions)
+      g->regions.push_back(RegionInfo{region.min, region.max});
   }
   g->root_rule = rule_id[root];
   g->n_states = n_states;
-  g->next.assign(static_cast<size_t>(n_states) * static_cast<size_t>(n_classes), -1);
+  g->next.assign(static_cast<size_t>(n_states) * static_cast<size_t>(n_classes), kNoMove);
   g->flags.assign(static_cast<size_t>(n_states), 0);
   g->state_rule.assign(static_cast<size_t>(n_states), 0);
+  g->state_region.assign(static_cast<size_t>(n_states), -1);
   g->call_begin.assign(static_cast<size_t>(n_states) + 1, 0);
-  for (size_t r : order) {
-    const Dfa& dfa = dfas[r];
-    for (int32_t s = 0; s < dfa.n_states; ++s) {
-      const int32_t id = global[r][static_cast<size_t>(s)];
-      if (id < 0) continue;
-      uint8_t flags = dfa.is_final[static_cast<size_t>(s)] ? kFinal : 0;
-      for (int32_t c = 0; c < n_classes; ++c) {
-        const int32_t t = dfa.next[static_cast<size_t>(s) * static_cast<size_t>(n_classes) +
-                                   static_cast<size_t>(c)];
-        if (t >= 0 && global[r][static_cast<size_t>(t)] >= 0) {
-          g->next[static_cast<size_t>(id) * static_cast<size_t>(n_classes) +
-                  static_cast<size_t>(c)] = global[r][static_cast<size_t>(t)];
-          flags |= kHasBytes;
-        }
-      }
-      g->state_rule[static_cast<size_t>(id)] = rule_id[r];
-      g->flags[static_cast<size_t>(id)] = flags;
+
+  // A rule's code in global terms: plain targets renumbered, guarded moves copied with their
+  // targets renumbered (dead targets become no edge).
+  auto remap = [&](size_t r, int32_t code) -> int32_t {
+    if (code >= 0) return global[r][static_cast<size_t>(code)];
+    if (code == kNoMove) return kNoMove;
+    GuardedMove m = dfas[r].guarded[guarded_index(code)];
+    bool any = false;
+    for (int32_t& t : m.target) {
+      if (t >= 0) t = global[r][static_cast<size_t>(t)];
+      any |= t >= 0;
     }
-  }
-  // Call edges, in global state order (call_begin offsets).
+    if (!any) return kNoMove;
+    g->guarded.push_back(m);
+    return guarded_code(g->guarded.size() - 1);
+  };
   std::vector<std::vector<CallEdge>> calls(static_cast<size_t>(n_states));
   for (size_t r : order) {
     const Dfa& dfa = dfas[r];
     for (int32_t s = 0; s < dfa.n_states; ++s) {
       const int32_t id = global[r][static_cast<size_t>(s)];
       if (id < 0) continue;
-      for (const auto& [callee, t] : dfa.calls[static_cast<size_t>(s)]) {
-        if (!call_ok(callee) || global[r][static_cast<size_t>(t)] < 0) continue;
-        calls[static_cast<size_t>(id)].push_back(
-            CallEdge{rule_id[static_cast<size_t>(callee)], global[r][static_cast<size_t>(t)]});
+      uint8_t flags = dfa.is_final[static_cast<size_t>(s)] ? kFinal : 0;
+      const size_t row = static_cast<size_t>(s) * static_cast<size_t>(n_classes);
+      for (int32_t c = 0; c < n_classes; ++c) {
+        const int32_t code = remap(r, dfa.next[row + static_cast<size_t>(c)]);
+        g->next[static_cast<size_t>(id) * static_cast<size_t>(n_classes) + static_cast<size_t>(c)] =
+            code;
+        if (code != kNoMove) flags |= kHasBytes;
       }
+      for (const auto& [callee, code] : dfa.calls[static_cast<size_t>(s)]) {
+        if (!call_ok(callee)) continue;
+        const int32_t mapped = remap(r, code);
+        if (mapped != kNoMove)
+          calls[static_cast<size_t>(id)].push_back(
+              CallEdge{rule_id[static_cast<size_t>(callee)], mapped});
+      }
+      const int32_t region = dfa.region[static_cast<size_t>(s)];
+      g->state_region[static_cast<size_t>(id)] = region < 0 ? -1 : region_base[r] + region;
+      g->state_rule[static_cast<size_t>(id)] = rule_id[r];
+      g->flags[static_cast<size_t>(id)] = flags;
     }
   }
   for (int32_t s = 0; s < n_states; ++s) {
@@ -246,7 +298,7 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
 
   auto initial = std::make_shared<EarleySet>();
   EarleyBuilder builder(*g);
-  const EarleyItem seed{g->rules[static_cast<size_t>(g->root_rule)].start, initial.get()};
+  const EarleyItem seed{g->rules[static_cast<size_t>(g->root_rule)].start, 0, initial.get()};
   builder.start(*initial, std::span<const EarleyItem>(&seed, 1));
   g->initial_set = std::move(initial);
   return g;

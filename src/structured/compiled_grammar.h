@@ -11,14 +11,18 @@
 // copy is dropped).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <shared_mutex>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "dfa.h"
 #include "grammar_ast.h"
 #include "structured/grammar.h"
 #include "token_set.h"
@@ -29,7 +33,18 @@ class EarleySet;
 
 struct CallEdge {
   int32_t rule = 0;
-  int32_t target = 0;
+  int32_t target = 0;  // a transition code (dfa.h)
+};
+
+struct RegionInfo {
+  int32_t min = 0;
+  int32_t max = 0;  // kUnbounded allowed
+};
+
+// Where a transition leads and the item's count there.
+struct Move {
+  int32_t target = -1;
+  int32_t count = 0;
 };
 
 struct RuleInfo {
@@ -49,6 +64,8 @@ enum StateFlags : uint8_t {
 struct Continuation {
   int32_t node = 0;   // trie node index
   int32_t state = 0;  // the state after the node's bytes
+  int32_t count = 0;  // the count there: absolute, or iterations added to the item's count
+  bool relative = false;
 };
 
 // What a state's own byte edges decide about every token, independent of the parse around it.
@@ -64,8 +81,41 @@ class CompiledGrammar {
   CompiledGrammar(const CompiledGrammar&) = delete;
   CompiledGrammar& operator=(const CompiledGrammar&) = delete;
 
-  int32_t step(int32_t state, uint8_t byte) const {
+  // The transition code (dfa.h) of a byte; resolve it with apply().
+  int32_t code(int32_t state, uint8_t byte) const {
     return next[static_cast<size_t>(state) * static_cast<size_t>(n_classes) + byte_class[byte]];
+  }
+  // Follows a transition code from `state` for an item whose count is `count`.
+  Move apply(int32_t code, int32_t state, int32_t count) const {
+    if (code >= 0) {
+      const int32_t r = state_region[static_cast<size_t>(code)];
+      return Move{code, r >= 0 && r == state_region[static_cast<size_t>(state)] ? count : 0};
+    }
+    if (code == kNoMove) return Move{};
+    const GuardedMove& g = guarded[guarded_index(code)];
+    const int32_t r = state_region[static_cast<size_t>(state)];
+    size_t variant = kLoopAndExit;
+    int32_t saturation = 0;
+    bool unbounded = false;
+    if (r >= 0) {
+      const RegionInfo& region = regions[static_cast<size_t>(r)];
+      unbounded = region.max == kUnbounded;
+      saturation = region.min > 0 ? region.min - 1 : 0;
+      const bool loop_ok = unbounded || count + 1 < region.max;
+      const bool exit_ok = count + 1 >= region.min;
+      variant = loop_ok ? (exit_ok ? kLoopAndExit : kLoopOnly) : kExitOnly;
+    }
+    const int32_t target = g.target[variant];
+    if (target < 0) return Move{};
+    int32_t next_count = 0;
+    if (g.action[variant] == CountAction::kKeep) {
+      next_count = count;
+    } else if (g.action[variant] == CountAction::kIncrement) {
+      // Without a maximum, counts past min - 1 all allow the same futures: saturate there.
+      next_count = unbounded ? std::min(count + 1, saturation) : count + 1;
+    }
+    if (state_region[static_cast<size_t>(target)] < 0) next_count = 0;
+    return Move{target, next_count};
   }
   bool is_final(int32_t state) const { return flags[static_cast<size_t>(state)] & kFinal; }
   std::span<const CallEdge> calls_of(int32_t state) const {
@@ -75,17 +125,32 @@ class CompiledGrammar {
                             call_begin[static_cast<size_t>(state)]));
   }
 
-  // Lazily computed and cached; safe to call from several threads.
-  const StateMaskInfo& mask_info(int32_t state) const;
+  // The count after `added` more iterations of the region of `state`, from `count`.
+  int32_t add_iterations(int32_t state, int32_t count, int32_t added) const {
+    const int32_t r = state_region[static_cast<size_t>(state)];
+    if (r < 0) return 0;
+    const RegionInfo& region = regions[static_cast<size_t>(r)];
+    if (region.max != kUnbounded) return count + added;
+    return std::min(count + added, region.min > 0 ? region.min - 1 : 0);
+  }
+
+  // What `state` decides alone for an item of count `count`. Lazily computed and cached (per
+  // state, and for states in a counted region per abstracted count: within one token the count
+  // grows by at most the token's length, so counts far from both bounds behave alike); safe to
+  // call from several threads.
+  const StateMaskInfo& mask_info(int32_t state, int32_t count) const;
   void init_mask_cache();  // once n_states is final
 
   std::shared_ptr<const TokenIndex> index;
   std::array<uint8_t, 256> byte_class{};
   int32_t n_classes = 1;
   int32_t n_states = 0;
-  std::vector<int32_t> next;  // n_states * n_classes, -1 = no edge
+  std::vector<int32_t> next;  // n_states * n_classes transition codes (dfa.h)
   std::vector<uint8_t> flags;
   std::vector<int32_t> state_rule;
+  std::vector<int32_t> state_region;  // counted region of each state, or -1
+  std::vector<RegionInfo> regions;
+  std::vector<GuardedMove> guarded;
   std::vector<int32_t> call_begin;  // n_states + 1 offsets into calls
   std::vector<CallEdge> calls;
   std::vector<RuleInfo> rules;
@@ -95,7 +160,9 @@ class CompiledGrammar {
   std::shared_ptr<const EarleySet> initial_set;
 
  private:
-  mutable std::unique_ptr<std::atomic<const StateMaskInfo*>[]> mask_infos_;
+  mutable std::unique_ptr<std::atomic<const StateMaskInfo*>[]> mask_infos_;  // no region
+  mutable std::shared_mutex counted_mutex_;
+  mutable std::unordered_map<uint64_t, std::unique_ptr<const StateMaskInfo>> counted_infos_;
 };
 
 // Links a parsed grammar into a CompiledGrammar (compile_pipeline.cpp). `what` names the input

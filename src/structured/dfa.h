@@ -1,14 +1,23 @@
-// structured/dfa: subset construction of a rule's NFA into a DFA over byte classes and calls.
+// structured/dfa: subset construction of a rule's NFA into a DFA over byte classes and calls,
+// with counted regions.
 //
 // Bytes are grouped into classes (intervals no NFA edge splits), shared by every rule of a
 // grammar, so a transition row has n_classes entries instead of 256. Call edges are determinized
-// like symbols of their own: from a DFA state, calling rule R leads to one DFA state. The result
-// is deterministic on bytes and on calls; the Earley parser adds the nondeterminism of "call
-// here or read a byte here" on top.
+// like symbols of their own. The result is deterministic on bytes and calls; the Earley parser
+// adds the nondeterminism of "call here or read a byte here" on top.
+//
+// Counted regions (nfa.h): a DFA state lies in at most one region and an Earley item in it
+// carries that region's iteration count. A transition that completes an iteration depends on
+// the count through two guards (loop allowed: count + 1 < max; exit allowed: count + 1 >= min),
+// so it has up to three variants, each with a count action (keep, increment, reset to zero).
+// Determinization refuses (RegionConflict) a subset that would need two counts at once: states
+// of two regions, or of one region at two counts (re-entered while inside); the caller then
+// expands that repetition instead.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -25,11 +34,38 @@ struct ByteClasses {
 // The coarsest partition of bytes into intervals that every byte range of the NFAs respects.
 ByteClasses compute_byte_classes(const std::vector<Nfa>& nfas);
 
+enum class CountAction : uint8_t { kKeep, kIncrement, kReset };
+
+// The guard outcomes of a completed iteration, as an index into GuardedMove.
+enum GuardVariant : uint8_t { kLoopAndExit = 0, kLoopOnly = 1, kExitOnly = 2 };
+
+// A transition whose target or count depends on the item's count.
+struct GuardedMove {
+  std::array<int32_t, 3> target{-1, -1, -1};  // per GuardVariant; -1 = no edge
+  std::array<CountAction, 3> action{};
+};
+
+// Transition codes in Dfa::next and call targets: -1 no edge; >= 0 a plain move to that state
+// (the count is kept if the target lies in the same region as the source, else reset); <= -2 the
+// GuardedMove at index -2 - code.
+inline constexpr int32_t kNoMove = -1;
+inline int32_t guarded_code(size_t index) { return -2 - static_cast<int32_t>(index); }
+inline size_t guarded_index(int32_t code) { return static_cast<size_t>(-2 - code); }
+
 struct Dfa {
   int32_t n_states = 0;
-  std::vector<int32_t> next;  // n_states * n_classes, -1 = no edge
-  std::vector<std::vector<std::pair<int32_t, int32_t>>> calls;  // per state: (rule, target)
+  std::vector<int32_t> next;                                    // n_states * n_classes codes
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> calls;  // per state: (rule, code)
   std::vector<uint8_t> is_final;
+  std::vector<int32_t> region;  // per state: region index into `regions`, or -1
+  std::vector<NfaRegion> regions;
+  std::vector<GuardedMove> guarded;
+};
+
+struct RegionConflict : std::runtime_error {
+  explicit RegionConflict(int32_t region_node)
+      : std::runtime_error("counted region conflict"), node(region_node) {}
+  int32_t node;  // the repetition (arena node) to expand instead
 };
 
 Dfa determinize(const Nfa& nfa, const ByteClasses& classes, CompileBudget& budget);

@@ -10,7 +10,9 @@ namespace {
 constexpr size_t kLinearDedupe = 16;
 
 size_t item_hash(const EarleyItem& item) {
-  uint64_t h = static_cast<uint64_t>(static_cast<uint32_t>(item.state)) * 0x9E3779B97F4A7C15ull;
+  uint64_t h = (static_cast<uint64_t>(static_cast<uint32_t>(item.state)) << 20 ^
+                static_cast<uint64_t>(static_cast<uint32_t>(item.count))) *
+               0x9E3779B97F4A7C15ull;
   h ^= reinterpret_cast<uintptr_t>(item.origin) * 0xC2B2AE3D27D4EB4Full;
   return static_cast<size_t>(h ^ (h >> 29));
 }
@@ -35,7 +37,7 @@ EarleySet::~EarleySet() {
 void EarleyBuilder::reset_dedupe(size_t expected) {
   size_t capacity = 64;
   while (capacity < expected * 2) capacity <<= 1;
-  table_.assign(capacity, EarleyItem{-1, nullptr});
+  table_.assign(capacity, EarleyItem{-1, 0, nullptr});
   table_used_ = 0;
 }
 
@@ -87,15 +89,20 @@ void EarleyBuilder::close(EarleySet& set) {
       for (const EarleyItem& waiting : item.origin->items) {
         if (!(g_.flags[static_cast<size_t>(waiting.state)] & kHasCalls)) continue;
         for (const CallEdge& c : g_.calls_of(waiting.state)) {
-          if (c.rule == rule) add(set, EarleyItem{c.target, waiting.origin});
+          if (c.rule != rule) continue;
+          const Move move = g_.apply(c.target, waiting.state, waiting.count);
+          if (move.target >= 0) add(set, EarleyItem{move.target, move.count, waiting.origin});
         }
       }
     }
     if (flags & kHasCalls) {
       for (const CallEdge& c : g_.calls_of(item.state)) {
         const RuleInfo& callee = g_.rules[static_cast<size_t>(c.rule)];
-        add(set, EarleyItem{callee.start, &set});
-        if (callee.nullable) add(set, EarleyItem{c.target, item.origin});
+        add(set, EarleyItem{callee.start, 0, &set});
+        if (callee.nullable) {
+          const Move move = g_.apply(c.target, item.state, item.count);
+          if (move.target >= 0) add(set, EarleyItem{move.target, move.count, item.origin});
+        }
       }
     }
   }
@@ -107,8 +114,10 @@ bool EarleyBuilder::step(const EarleySet& from, uint8_t byte, EarleySet& to) {
   const size_t cls = g_.byte_class[byte];
   const int32_t* next = g_.next.data();
   for (const EarleyItem& item : from.items) {
-    const int32_t target = next[static_cast<size_t>(item.state) * n_classes + cls];
-    if (target >= 0) add(to, EarleyItem{target, item.origin});
+    const int32_t code = next[static_cast<size_t>(item.state) * n_classes + cls];
+    if (code == kNoMove) continue;
+    const Move move = g_.apply(code, item.state, item.count);
+    if (move.target >= 0) add(to, EarleyItem{move.target, move.count, item.origin});
   }
   if (to.items.empty()) return false;
   close(to);

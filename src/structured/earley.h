@@ -1,10 +1,11 @@
 // structured/earley: Earley parsing over the grammar's rule automata, one byte at a time.
 //
-// An item is (state, origin): a rule's DFA is in `state` after reading the text since the
-// position whose set is `origin`. A set is closed under prediction (a call edge adds the
-// callee's start item, origin = this set; a nullable callee also advances the caller at once)
-// and completion (a final state advances the items of its origin set that call its rule).
-// Left recursion needs nothing special: a rule predicted twice in one set is one item.
+// An item is (state, count, origin): a rule's DFA is in `state` after reading the text since the
+// position whose set is `origin`; `count` is the iteration count of the state's counted region. A
+// set is closed under prediction (a call edge adds the callee's start item, origin = this set; a
+// nullable callee also advances the caller at once) and completion (a final state advances the
+// items of its origin set that call its rule). Left recursion needs nothing special: a rule
+// predicted twice in one set is one item.
 //
 // Sets are immutable once built and refer to their origin sets by pointer. A set built for a
 // matcher's history owns its origin sets (keepalive), so a whole parse is a DAG of shared sets:
@@ -25,6 +26,7 @@ class EarleySet;
 
 struct EarleyItem {
   int32_t state = 0;
+  int32_t count = 0;  // iterations done in the state's counted region (0 outside regions)
   const EarleySet* origin = nullptr;
 
   bool operator==(const EarleyItem&) const = default;

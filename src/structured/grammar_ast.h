@@ -2,6 +2,7 @@
 //
 // Expressions live in one flat arena and refer to their children by index, so no pass over them
 // needs recursion (hostile inputs nest deeply) and destroying a huge tree is a few vector frees.
+// A node's children always precede it in the arena (front ends build bottom-up).
 // Every compiler front end (GBNF, regex, choices) produces a Grammar; one back end turns any
 // Grammar into automata.
 #pragma once

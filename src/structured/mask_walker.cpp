@@ -14,25 +14,28 @@ MaskWalker::MaskWalker(const CompiledGrammar& grammar)
                                             1)) {}
 
 void MaskWalker::fill(const EarleySet& set, std::span<uint32_t> words) {
-  seen_states_.clear();
+  seen_infos_.clear();
   for (const EarleyItem& item : set.items) {
     if (!(g_.flags[static_cast<size_t>(item.state)] & kHasBytes)) continue;
-    const StateMaskInfo& info = g_.mask_info(item.state);
-    // Items of one state share `accepted`; only their continuations depend on the origin.
-    if (std::find(seen_states_.begin(), seen_states_.end(), item.state) == seen_states_.end()) {
-      seen_states_.push_back(item.state);
+    const StateMaskInfo& info = g_.mask_info(item.state, item.count);
+    // Items sharing an info share `accepted`; only their continuations depend on the origin.
+    if (std::find(seen_infos_.begin(), seen_infos_.end(), &info) == seen_infos_.end()) {
+      seen_infos_.push_back(&info);
       info.accepted.or_into(words);
     }
-    for (const Continuation& c : info.continuations) walk_continuation(c, item.origin, words);
+    for (const Continuation& c : info.continuations) {
+      walk_continuation(c, item.state, item.count, item.origin, words);
+    }
   }
 }
 
-void MaskWalker::walk_continuation(const Continuation& c, const EarleySet* origin,
-                                   std::span<uint32_t> words) {
+void MaskWalker::walk_continuation(const Continuation& c, int32_t item_state, int32_t item_count,
+                                   const EarleySet* origin, std::span<uint32_t> words) {
   const detail::TokenTrie& trie = g_.index->trie();
   const auto& nodes = trie.nodes();
   const detail::TrieNode& base = nodes[static_cast<size_t>(c.node)];
-  const EarleyItem seed{c.state, origin};
+  const int32_t count = c.relative ? g_.add_iterations(item_state, item_count, c.count) : c.count;
+  const EarleyItem seed{c.state, count, origin};
   builder_.start(levels_[0], std::span<const EarleyItem>(&seed, 1));
   for (size_t i = static_cast<size_t>(c.node) + 1; i < base.subtree_end;) {
     const detail::TrieNode& node = nodes[i];

@@ -28,12 +28,13 @@ class MaskWalker {
   void fill(const EarleySet& set, std::span<uint32_t> words);
 
  private:
-  void walk_continuation(const Continuation& c, const EarleySet* origin, std::span<uint32_t> words);
+  void walk_continuation(const Continuation& c, int32_t item_state, int32_t item_count,
+                         const EarleySet* origin, std::span<uint32_t> words);
 
   const CompiledGrammar& g_;
   EarleyBuilder builder_;
   std::unique_ptr<EarleySet[]> levels_;  // levels_[d]: the set d bytes below a continuation node
-  std::vector<int32_t> seen_states_;
+  std::vector<const StateMaskInfo*> seen_infos_;
 };
 
 }  // namespace llms::structured

@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 
 #include "compiled_grammar.h"
@@ -142,14 +143,15 @@ std::string Matcher::debug_state() const {
   std::unordered_map<const EarleySet*, int> id_of;
   std::map<std::string, int> ids;
   auto describe = [&](const EarleySet* set) {
-    std::vector<std::pair<int32_t, int>> items;
+    std::vector<std::tuple<int32_t, int32_t, int>> items;
     for (const EarleyItem& item : set->items) {
-      items.emplace_back(item.state, item.origin == set ? -1 : id_of.at(item.origin));
+      items.emplace_back(item.state, item.count, item.origin == set ? -1 : id_of.at(item.origin));
     }
     std::sort(items.begin(), items.end());
     std::string text;
-    for (const auto& [state, origin] : items) {
-      text += std::to_string(state) + "@" + std::to_string(origin) + " ";
+    for (const auto& [state, count, origin] : items) {
+      text +=
+          std::to_string(state) + "#" + std::to_string(count) + "@" + std::to_string(origin) + " ";
     }
     return text;
   };

@@ -67,7 +67,9 @@ int64_t estimate_size(const ExprArena& arena, int32_t root, RefSize&& ref_size) 
         size = ref_size(e.payload);
         break;
       case ExprKind::kRepeat: {
-        const int64_t copies = e.max == kUnbounded ? int64_t{e.min} + 1 : int64_t{e.max};
+        // Many copies usually become one counted copy (see kMaxExpandedCopies).
+        int64_t copies = e.max == kUnbounded ? int64_t{e.min} + 1 : int64_t{e.max};
+        if (copies > kMaxExpandedCopies) copies = 1;
         size = saturating_add(saturating_mul(f.total, std::max<int64_t>(copies, 1)), 2);
         break;
       }
@@ -151,29 +153,80 @@ std::vector<uint8_t> plan_callable_rules(const Grammar& grammar, CompileBudget& 
   return callable;
 }
 
+std::vector<uint8_t> nullable_nodes(const Grammar& grammar, CompileBudget& budget) {
+  const ExprArena& arena = grammar.arena;
+  std::vector<uint8_t> nullable(arena.nodes.size(), 0);
+  std::vector<uint8_t> rule_nullable(grammar.rules.size(), 0);
+  // Each round evaluates every node once (children first); a round that makes no rule newly
+  // nullable is the fixpoint. Rules become nullable monotonically, so rounds are bounded.
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    budget.charge(static_cast<int64_t>(arena.nodes.size()) + 1, "grammar analysis steps");
+    for (size_t i = 0; i < arena.nodes.size(); ++i) {
+      const Expr& e = arena.nodes[i];
+      bool value = false;
+      switch (e.kind) {
+        case ExprKind::kEmpty:
+          value = true;
+          break;
+        case ExprKind::kLiteral:
+        case ExprKind::kCharSet:
+          value = false;
+          break;
+        case ExprKind::kRuleRef:
+          value = e.payload >= 0 && rule_nullable[static_cast<size_t>(e.payload)];
+          break;
+        case ExprKind::kConcat:
+          value = true;
+          for (int32_t c : e.children) value = value && nullable[static_cast<size_t>(c)];
+          break;
+        case ExprKind::kAlt:
+          for (int32_t c : e.children) value = value || nullable[static_cast<size_t>(c)];
+          break;
+        case ExprKind::kRepeat:
+          value = e.min == 0 || nullable[static_cast<size_t>(e.children[0])];
+          break;
+      }
+      nullable[i] = value ? 1 : 0;
+    }
+    for (size_t r = 0; r < grammar.rules.size(); ++r) {
+      if (!rule_nullable[r] && nullable[static_cast<size_t>(grammar.rules[r].expr)]) {
+        rule_nullable[r] = 1;
+        changed = true;
+      }
+    }
+  }
+  return nullable;
+}
+
 namespace {
 
 class NfaBuilder {
  public:
-  NfaBuilder(const Grammar& grammar, const std::vector<uint8_t>& callable, CompileBudget& budget)
-      : g_(grammar), callable_(callable), budget_(budget) {}
+  NfaBuilder(const Grammar& grammar, const std::vector<uint8_t>& callable,
+             const std::vector<uint8_t>& nullable, const std::vector<uint8_t>& expand,
+             CompileBudget& budget)
+      : g_(grammar), callable_(callable), nullable_(nullable), expand_(expand), budget_(budget) {}
 
   Nfa build(int32_t rule) {
-    nfa_.start = new_state();
+    nfa_.start = new_state(-1);
     nfa_.accept = build_fragment(g_.rules[static_cast<size_t>(rule)].expr, nfa_.start);
     return std::move(nfa_);
   }
 
  private:
-  int32_t new_state() {
+  int32_t new_state(int32_t region) {
     budget_.charge(1, "automaton states");
     nfa_.out.emplace_back();
+    nfa_.region_of.push_back(region);
     return static_cast<int32_t>(nfa_.out.size() - 1);
   }
-  void epsilon(int32_t from, int32_t to) {
+  void edge(int32_t from, int32_t to, NfaEdgeKind kind, int32_t region = -1) {
     NfaEdge e;
     e.to = to;
-    e.epsilon = true;
+    e.kind = kind;
+    e.region = region;
     nfa_.out[static_cast<size_t>(from)].push_back(e);
   }
   void byte_edge(int32_t from, int32_t to, uint8_t lo, uint8_t hi) {
@@ -181,6 +234,7 @@ class NfaBuilder {
     e.to = to;
     e.lo = lo;
     e.hi = hi;
+    e.kind = NfaEdgeKind::kByte;
     nfa_.out[static_cast<size_t>(from)].push_back(e);
   }
 
@@ -193,24 +247,34 @@ class NfaBuilder {
     }
   }
 
+  bool is_counted(const Expr& e, int32_t node, int32_t region) const {
+    if (region >= 0 || expand_[static_cast<size_t>(node)]) return false;  // one count per item
+    const int64_t copies = e.max == kUnbounded ? int64_t{e.min} : int64_t{e.max};
+    return copies > kMaxExpandedCopies && !nullable_[static_cast<size_t>(e.children[0])];
+  }
+
   // Builds the expression at `root` starting from state `in`; returns its end state. A fragment
   // only adds edges leaving `in`, never entering it, so siblings may share their start state.
   int32_t build_fragment(int32_t root, int32_t in) {
     struct Frame {
       int32_t node;
       int32_t in;
+      int32_t region;  // the counted region the fragment's states belong to, or -1
       int32_t step = 0;
       int32_t cur = -1;  // end of what is built so far
       int32_t out = -1;  // join / loop state
+      int32_t aux = -1;  // counted region: its id
     };
     std::vector<Frame> stack;
-    stack.push_back({resolve(root), in});
+    stack.push_back({resolve(root), in, -1});
     int32_t result = in;
     while (!stack.empty()) {
       Frame& f = stack.back();
       const Expr& e = g_.arena.nodes[static_cast<size_t>(f.node)];
+      const int32_t region = f.region;
       int32_t child_to_build = -1;
       int32_t child_in = -1;
+      int32_t child_region = region;
       bool done = false;
       switch (e.kind) {
         case ExprKind::kEmpty:
@@ -220,7 +284,7 @@ class NfaBuilder {
         case ExprKind::kLiteral: {
           int32_t cur = f.in;
           for (char c : g_.arena.literals[static_cast<size_t>(e.payload)]) {
-            const int32_t next = new_state();
+            const int32_t next = new_state(region);
             const auto b = static_cast<uint8_t>(c);
             byte_edge(cur, next, b, b);
             cur = next;
@@ -230,12 +294,12 @@ class NfaBuilder {
           break;
         }
         case ExprKind::kCharSet: {
-          const int32_t out = new_state();
+          const int32_t out = new_state(region);
           for (const ByteSequence& seq :
                utf8_sequences(g_.arena.sets[static_cast<size_t>(e.payload)])) {
             int32_t cur = f.in;
             for (int i = 0; i < seq.length; ++i) {
-              const int32_t next = i + 1 == seq.length ? out : new_state();
+              const int32_t next = i + 1 == seq.length ? out : new_state(region);
               byte_edge(cur, next, seq.ranges[static_cast<size_t>(i)].lo,
                         seq.ranges[static_cast<size_t>(i)].hi);
               cur = next;
@@ -246,10 +310,11 @@ class NfaBuilder {
           break;
         }
         case ExprKind::kRuleRef: {  // a callable rule (resolve() expanded the others)
-          const int32_t out = new_state();
+          const int32_t out = new_state(region);
           NfaEdge call;
           call.to = out;
           call.call = e.payload;
+          call.kind = NfaEdgeKind::kCall;
           nfa_.out[static_cast<size_t>(f.in)].push_back(call);
           result = out;
           done = true;
@@ -268,9 +333,9 @@ class NfaBuilder {
         }
         case ExprKind::kAlt: {
           if (f.step == 0) {
-            f.out = new_state();
+            f.out = new_state(region);
           } else {
-            epsilon(result, f.out);
+            edge(result, f.out, NfaEdgeKind::kEpsilon);
           }
           if (static_cast<size_t>(f.step) == e.children.size()) {
             result = f.out;
@@ -282,8 +347,35 @@ class NfaBuilder {
           break;
         }
         case ExprKind::kRepeat: {
-          // Steps 0..min-1: mandatory copies. Then, unbounded: one copy looping on a fresh state;
-          // bounded: max-min optional copies, each of which may be skipped to the join state.
+          if (f.step == 0 && is_counted(e, f.node, region)) {
+            // One copy of the body in a fresh region: in -enter-> body ... end -loop-> body,
+            // end -exit-> out, and in -> out when zero iterations are allowed.
+            f.aux = static_cast<int32_t>(nfa_.regions.size());
+            NfaRegion r;
+            r.min = e.min;
+            r.max = e.max;
+            r.node = f.node;
+            r.copies = e.max == kUnbounded ? int64_t{e.min} : int64_t{e.max};
+            nfa_.regions.push_back(r);
+            f.cur = new_state(f.aux);
+            edge(f.in, f.cur, NfaEdgeKind::kEnter, f.aux);
+            f.step = -1;
+            child_to_build = e.children[0];
+            child_in = f.cur;
+            child_region = f.aux;
+            break;
+          }
+          if (f.step == -1) {  // the counted body is built
+            const int32_t out = new_state(region);
+            edge(result, f.cur, NfaEdgeKind::kLoop, f.aux);
+            edge(result, out, NfaEdgeKind::kExit, f.aux);
+            if (e.min == 0) edge(f.in, out, NfaEdgeKind::kEpsilon);
+            result = out;
+            done = true;
+            break;
+          }
+          // Expanded. Steps 0..min-1: mandatory copies. Then, unbounded: one copy looping on a
+          // fresh state; bounded: max-min optional copies, each of which may be skipped.
           const int32_t child = e.children[0];
           if (f.step == 0) {
             f.cur = f.in;
@@ -296,23 +388,23 @@ class NfaBuilder {
             child_in = f.cur;
           } else if (e.max == kUnbounded) {
             if (f.step == e.min) {
-              f.out = new_state();
-              epsilon(f.cur, f.out);
+              f.out = new_state(region);
+              edge(f.cur, f.out, NfaEdgeKind::kEpsilon);
               ++f.step;
               child_to_build = child;
               child_in = f.out;
             } else {
-              epsilon(result, f.out);
+              edge(result, f.out, NfaEdgeKind::kEpsilon);
               result = f.out;
               done = true;
             }
           } else {
             if (f.step == e.min) {
-              f.out = new_state();
+              f.out = new_state(region);
             } else {
               f.cur = result;
             }
-            epsilon(f.cur, f.out);
+            edge(f.cur, f.out, NfaEdgeKind::kEpsilon);
             if (f.step < e.max) {
               ++f.step;
               child_to_build = child;
@@ -328,7 +420,7 @@ class NfaBuilder {
       if (done) {
         stack.pop_back();
       } else {
-        stack.push_back({resolve(child_to_build), child_in});
+        stack.push_back({resolve(child_to_build), child_in, child_region});
       }
     }
     return result;
@@ -336,6 +428,8 @@ class NfaBuilder {
 
   const Grammar& g_;
   const std::vector<uint8_t>& callable_;
+  const std::vector<uint8_t>& nullable_;
+  const std::vector<uint8_t>& expand_;
   CompileBudget& budget_;
   Nfa nfa_;
 };
@@ -343,8 +437,9 @@ class NfaBuilder {
 }  // namespace
 
 Nfa build_rule_nfa(const Grammar& grammar, int32_t rule, const std::vector<uint8_t>& callable,
+                   const std::vector<uint8_t>& nullable, const std::vector<uint8_t>& expand,
                    CompileBudget& budget) {
-  NfaBuilder builder(grammar, callable, budget);
+  NfaBuilder builder(grammar, callable, nullable, expand, budget);
   return builder.build(rule);
 }
 

@@ -17,27 +17,51 @@
 
 namespace llms::structured {
 
+// A bounded repetition X{m,n} with many copies is not expanded: X is built once, inside a
+// "counted region", and the parser counts iterations. Entering the region starts the count at
+// 0; the loop edge (X again) is allowed while count + 1 < max; the exit edge while
+// count + 1 >= min. Only a body that cannot be empty qualifies (every iteration reads a byte).
+inline constexpr int64_t kMaxExpandedCopies = 24;  // more copies than this: a counted region
+
+enum class NfaEdgeKind : uint8_t { kByte, kEpsilon, kCall, kEnter, kLoop, kExit };
+
 struct NfaEdge {
   int32_t to = -1;
-  int32_t call = -1;  // >= 0: a call of that rule (by rule index)
-  uint8_t lo = 0;     // byte range, when call < 0 and !epsilon
+  int32_t call = -1;    // kCall: the rule called (by rule index)
+  int32_t region = -1;  // kEnter, kLoop, kExit: the region
+  uint8_t lo = 0;       // kByte: the byte range
   uint8_t hi = 0;
-  bool epsilon = false;
+  NfaEdgeKind kind = NfaEdgeKind::kEpsilon;
+};
+
+struct NfaRegion {
+  int32_t min = 0;
+  int32_t max = 0;    // kUnbounded allowed
+  int32_t node = -1;  // the repetition's expression, to expand it instead if counting fails
+  int64_t copies = 0;
 };
 
 struct Nfa {
   std::vector<std::vector<NfaEdge>> out;  // edges leaving each state
+  std::vector<int32_t> region_of;         // per state: its counted region or -1
+  std::vector<NfaRegion> regions;
   int32_t start = 0;
   int32_t accept = 0;
 };
+
+// Per arena node: can the expression match the empty string (rule references resolved by a
+// fixpoint). Children precede their parents in the arena, which one pass per round relies on.
+std::vector<uint8_t> nullable_nodes(const Grammar& grammar, CompileBudget& budget);
 
 // Which rules are callable: root, one rule on every reference cycle (the targets of DFS back
 // edges), and rules whose inlined size is large and that are referenced more than once.
 // Unreachable rules are neither callable nor inlined anywhere.
 std::vector<uint8_t> plan_callable_rules(const Grammar& grammar, CompileBudget& budget);
 
-// The NFA of callable rule `rule`, references to non-callable rules inlined.
+// The NFA of callable rule `rule`, references to non-callable rules inlined. Repetitions in
+// `expand` (arena node ids) are always expanded, never counted.
 Nfa build_rule_nfa(const Grammar& grammar, int32_t rule, const std::vector<uint8_t>& callable,
+                   const std::vector<uint8_t>& nullable, const std::vector<uint8_t>& expand,
                    CompileBudget& budget);
 
 }  // namespace llms::structured

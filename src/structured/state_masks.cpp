@@ -1,6 +1,7 @@
 // structured/state_masks: what one automaton state decides about every token on its own.
 //
-// For a state s, walk the token trie by s's byte edges only (no calls, no returns):
+// For a state s (and, in a counted region, the item's count), walk the token trie by s's byte
+// edges only (no calls, no returns):
 // - a token read to its end is allowed wherever an item is in s (the state can still finish
 //   its rule, and the rest of the parse is complete-able by construction): `accepted`;
 // - a walk that passes a state that may end its rule or call another needs the parser for the
@@ -10,7 +11,13 @@
 // up to n class-k characters stays alive from s, all class-k tokens of at most n characters
 // are accepted (precomputed bitsets) and subtrees made only of them are skipped. Inside a JSON
 // string that is nearly the whole vocabulary, so the walk visits only the rest.
+//
+// Counts: a walk position carries the count of its region, relative to the item's count while
+// it stays in the item's region (guards then read the abstracted key: iterations still needed
+// before an exit, iterations still allowed), absolute after a reset.
 #include <algorithm>
+#include <mutex>
+#include <tuple>
 
 #include "compiled_grammar.h"
 #include "token_trie.h"
@@ -18,27 +25,99 @@
 namespace llms::structured {
 namespace {
 
-// How many characters of class k state s absorbs: every string of at most that many stays
-// alive by byte edges. detail::kAllChars when unbounded (the set of states reached repeats).
-int absorbed_chars(const CompiledGrammar& g, int32_t s, int k) {
+// How far a count is from its region's bounds, capped past what one token can change.
+struct CountKey {
+  int32_t need = 0;  // iterations still to complete before an exit is allowed
+  int32_t room = 0;  // further iterations allowed after the current one
+};
+
+struct View {
+  int32_t state = -1;
+  int32_t count = 0;
+  bool relative = false;
+
+  bool operator==(const View&) const = default;
+  bool operator<(const View& o) const {
+    return std::tie(state, count, relative) < std::tie(o.state, o.count, o.relative);
+  }
+};
+
+class Walker {
+ public:
+  Walker(const CompiledGrammar& g, CountKey key) : g_(g), key_(key) {}
+
+  // The view after a transition code from v; state -1 when there is no edge.
+  View step(const View& v, int32_t code) const {
+    if (code >= 0) {
+      const int32_t r = g_.state_region[static_cast<size_t>(code)];
+      if (r >= 0 && r == g_.state_region[static_cast<size_t>(v.state)])
+        return View{code, v.count, v.relative};
+      return View{code, 0, false};
+    }
+    if (code == kNoMove) return View{};
+    const GuardedMove& m = g_.guarded[guarded_index(code)];
+    const int32_t r = g_.state_region[static_cast<size_t>(v.state)];
+    size_t variant = kLoopAndExit;
+    if (r >= 0) {
+      bool loop_ok = false;
+      bool exit_ok = false;
+      if (v.relative) {
+        loop_ok = v.count < key_.room;
+        exit_ok = v.count >= key_.need;
+      } else {
+        const RegionInfo& region = g_.regions[static_cast<size_t>(r)];
+        loop_ok = region.max == kUnbounded || v.count + 1 < region.max;
+        exit_ok = v.count + 1 >= region.min;
+      }
+      variant = loop_ok ? (exit_ok ? kLoopAndExit : kLoopOnly) : kExitOnly;
+    }
+    const int32_t target = m.target[variant];
+    if (target < 0) return View{};
+    if (g_.state_region[static_cast<size_t>(target)] < 0) return View{target, 0, false};
+    switch (m.action[variant]) {
+      case CountAction::kKeep:
+        return View{target, v.count, v.relative};
+      case CountAction::kIncrement:
+        // Relative counts stay exact offsets (saturation is applied when resolved); absolute
+        // ones saturate like CompiledGrammar::apply.
+        return View{target, v.relative ? v.count + 1 : g_.add_iterations(v.state, v.count, 1),
+                    v.relative};
+      case CountAction::kReset:
+        break;
+    }
+    return View{target, 0, false};
+  }
+
+  View step_byte(const View& v, uint8_t byte) const { return step(v, g_.code(v.state, byte)); }
+
+ private:
+  const CompiledGrammar& g_;
+  CountKey key_;
+};
+
+// How many characters of class k the start view absorbs: every string of at most that many
+// stays alive by byte edges. detail::kAllChars when unbounded (the views reached repeat).
+int absorbed_chars(const CompiledGrammar& g, const Walker& walker, View start, int k) {
   const auto& sequences = detail::TokenTrie::class_sequences(k);
-  std::vector<int32_t> current{s};
-  std::vector<int32_t> reached;
-  std::vector<int32_t> frontier;
-  std::vector<int32_t> next_frontier;
-  const auto n_classes = static_cast<size_t>(g.n_classes);
+  std::vector<View> current{start};
+  std::vector<View> reached;
+  std::vector<View> frontier;
+  std::vector<View> next_frontier;
   for (int n = 1; n <= detail::kMaxCountedChars; ++n) {
     reached.clear();
-    for (int32_t q : current) {
+    for (const View& q : current) {
       for (const ByteSequence& seq : sequences) {
         frontier.assign(1, q);
         for (int i = 0; i < seq.length; ++i) {
           const ByteRange& range = seq.ranges[static_cast<size_t>(i)];
           next_frontier.clear();
           for (int c = g.byte_class[range.lo]; c <= g.byte_class[range.hi]; ++c) {
-            for (int32_t f : frontier) {
-              const int32_t t = g.next[static_cast<size_t>(f) * n_classes + static_cast<size_t>(c)];
-              if (t < 0) return n - 1;
+            for (const View& f : frontier) {
+              const int32_t code =
+                  g.next[static_cast<size_t>(f.state) * static_cast<size_t>(g.n_classes) +
+                         static_cast<size_t>(c)];
+              const View t = walker.step(f, code);
+              if (t.state < 0) return n - 1;
               next_frontier.push_back(t);
             }
           }
@@ -58,14 +137,17 @@ int absorbed_chars(const CompiledGrammar& g, int32_t s, int k) {
   return detail::kMaxCountedChars;
 }
 
-std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32_t state) {
+std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32_t state,
+                                                 CountKey key) {
   const detail::TokenTrie& trie = g.index->trie();
   std::vector<uint32_t> bits(static_cast<size_t>(trie.n_words()), 0);
   auto info = std::make_unique<StateMaskInfo>();
+  const Walker walker(g, key);
+  const View start{state, 0, g.state_region[static_cast<size_t>(state)] >= 0};
 
   std::array<int, detail::kNumTokenClasses> absorbed{};
   for (int k = 0; k < detail::kNumTokenClasses; ++k) {
-    absorbed[static_cast<size_t>(k)] = absorbed_chars(g, state, k);
+    absorbed[static_cast<size_t>(k)] = absorbed_chars(g, walker, start, k);
     if (absorbed[static_cast<size_t>(k)] == 0) continue;
     const auto class_bits = trie.class_tokens(k, absorbed[static_cast<size_t>(k)]);
     for (size_t i = 0; i < bits.size(); ++i) bits[i] |= class_bits[i];
@@ -80,23 +162,25 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
   };
 
   const auto& nodes = trie.nodes();
-  std::vector<int32_t> stack(static_cast<size_t>(trie.max_depth()) + 1, -1);
-  stack[0] = state;
+  std::vector<View> stack(static_cast<size_t>(trie.max_depth()) + 1);
+  stack[0] = start;
   for (size_t i = 1; i < nodes.size();) {
     const detail::TrieNode& node = nodes[i];
     if (covered(node)) {
       i = node.subtree_end;
       continue;
     }
-    const int32_t t = g.step(stack[node.depth - 1u], node.byte);
-    if (t < 0) {
+    const View t = walker.step_byte(stack[node.depth - 1u], node.byte);
+    if (t.state < 0) {
       i = node.subtree_end;
       continue;
     }
     stack[node.depth] = t;
     for (int32_t id : trie.tokens_at(node)) bits[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
-    if (node.subtree_end > i + 1 && (g.flags[static_cast<size_t>(t)] & (kFinal | kHasCalls))) {
-      info->continuations.push_back(Continuation{static_cast<int32_t>(i), t});
+    if (node.subtree_end > i + 1 &&
+        (g.flags[static_cast<size_t>(t.state)] & (kFinal | kHasCalls))) {
+      info->continuations.push_back(
+          Continuation{static_cast<int32_t>(i), t.state, t.count, t.relative});
     }
     ++i;
   }
@@ -118,16 +202,37 @@ void CompiledGrammar::init_mask_cache() {
       std::make_unique<std::atomic<const StateMaskInfo*>[]>(static_cast<size_t>(n_states));
 }
 
-const StateMaskInfo& CompiledGrammar::mask_info(int32_t state) const {
-  std::atomic<const StateMaskInfo*>& slot = mask_infos_[static_cast<size_t>(state)];
-  const StateMaskInfo* cached = slot.load(std::memory_order_acquire);
-  if (cached != nullptr) return *cached;
-  std::unique_ptr<StateMaskInfo> computed = compute_mask_info(*this, state);
-  const StateMaskInfo* expected = nullptr;
-  if (slot.compare_exchange_strong(expected, computed.get(), std::memory_order_acq_rel)) {
-    return *computed.release();
+const StateMaskInfo& CompiledGrammar::mask_info(int32_t state, int32_t count) const {
+  const int32_t r = state_region[static_cast<size_t>(state)];
+  if (r < 0) {
+    std::atomic<const StateMaskInfo*>& slot = mask_infos_[static_cast<size_t>(state)];
+    const StateMaskInfo* cached = slot.load(std::memory_order_acquire);
+    if (cached != nullptr) return *cached;
+    std::unique_ptr<StateMaskInfo> computed = compute_mask_info(*this, state, CountKey{});
+    const StateMaskInfo* expected = nullptr;
+    if (slot.compare_exchange_strong(expected, computed.get(), std::memory_order_acq_rel)) {
+      return *computed.release();
+    }
+    return *expected;  // another thread published first; ours is dropped
   }
-  return *expected;  // another thread published first; ours is dropped
+  // Within one token the count grows by at most its byte length (bodies are not empty).
+  const int32_t cap = index->trie().max_depth() + 1;
+  const RegionInfo& region = regions[static_cast<size_t>(r)];
+  CountKey key;
+  key.need = std::min(std::max(0, region.min - 1 - count), cap);
+  key.room = region.max == kUnbounded ? cap : std::min(region.max - 1 - count, cap);
+  const uint64_t packed = static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32 |
+                          static_cast<uint64_t>(static_cast<uint32_t>(key.need)) << 16 |
+                          static_cast<uint64_t>(static_cast<uint32_t>(key.room));
+  {
+    std::shared_lock lock(counted_mutex_);
+    auto it = counted_infos_.find(packed);
+    if (it != counted_infos_.end()) return *it->second;
+  }
+  std::unique_ptr<const StateMaskInfo> computed = compute_mask_info(*this, state, key);
+  std::unique_lock lock(counted_mutex_);
+  auto [it, inserted] = counted_infos_.emplace(packed, std::move(computed));
+  return *it->second;
 }
 
 }  // namespace llms::structured

@@ -104,10 +104,11 @@ std::shared_ptr<const TokenIndex> property_index() {
 // and completability every 8 steps and at the end of each walk. `undecided` (if given) counts
 // completion searches cut short by their bounds instead of failing on them.
 void check_walks(const std::shared_ptr<const CompiledGrammar>& g, uint32_t seed, int n_walks,
-                 int max_steps, const std::string& label, int* undecided = nullptr) {
+                 int max_steps, const std::string& label, int* undecided = nullptr,
+                 int completion_depth = 48) {
   std::mt19937 rng(seed);
   auto check_completion = [&](const Matcher& m, int w, int step) {
-    const Completion c = completion(m);
+    const Completion c = completion(m, completion_depth);
     if (c == Completion::kUndecided && undecided != nullptr) {
       ++*undecided;
       return;
@@ -161,6 +162,22 @@ str ::= "\"" [^"\\\x00-\x1f]{0,5} "\""
 ws ::= " "?
 )G";
   check_walks(compile_grammar(text, property_index()), 2, 40, 30, "schema");
+}
+
+TEST(MaskProperty, CountedRegions) {
+  // Repetitions of more than kMaxExpandedCopies are counted by the parser: bounded JSON strings
+  // (whose masks abstract the count far from the bounds), open-ended counts, counted calls of a
+  // recursive rule (array items), a region that must fall back to expansion, and two regions
+  // side by side.
+  const char* text = R"G(
+root ::= "{" str30 "," str60 "," items "," tail "}"
+str30 ::= "\"" [^"\\\x00-\x1f]{0,30} "\""
+str60 ::= "\"" ( [^"\\\x00-\x1f] | "\\" ["\\nt] ){25,60} "\""
+items ::= "[" ( value ( "," value ){0,40} )? "]"
+value ::= [0-9] | "[" value "]"
+tail ::= ( "ab" ){26,} | ( "x"{0,30} "y" )*
+)G";
+  check_walks(compile_grammar(text, property_index()), 8, 25, 40, "counted", nullptr, 200);
 }
 
 TEST(MaskProperty, LeftRecursiveExpressions) {
