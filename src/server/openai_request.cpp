@@ -161,6 +161,24 @@ json flatten_content(const json& content, const std::string& param) {
   return text;
 }
 
+// An assistant message's tool calls as the chat templates expect them: OpenAI sends each call's
+// arguments as JSON text, templates write them with `tojson` (Qwen2.5's, Llama 3's), which would
+// quote the text a second time. Arguments that are not JSON text stay as they are.
+void arguments_as_objects(json& calls, const std::string& p) {
+  if (!calls.is_array()) throw_invalid(p, p + ": must be an array");
+  for (size_t k = 0; k < calls.size(); ++k) {
+    json& call = calls[k];
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) {
+      continue;  // the template decides what it makes of it
+    }
+    json& fn = call["function"];
+    if (fn.contains("arguments") && fn["arguments"].is_string()) {
+      json parsed = json::parse(fn["arguments"].get<std::string>(), nullptr, false);
+      if (!parsed.is_discarded()) fn["arguments"] = std::move(parsed);
+    }
+  }
+}
+
 json parse_messages(const json& body) {
   const json* m = field(body, "messages");
   if (!m) throw_invalid("messages", "messages: is required");
@@ -192,6 +210,7 @@ json parse_messages(const json& body) {
       copy["content"] = flatten_content(*content, p + ".content");
     }
     if (r == "developer") copy["role"] = "system";
+    if (has_calls) arguments_as_objects(copy["tool_calls"], p + ".tool_calls");
     out.push_back(std::move(copy));
   }
   return out;

@@ -144,6 +144,17 @@ def main(binary):
             deltas = [t for p in parts if p.choices for t in (p.choices[0].delta.tool_calls or [])]
             assert deltas and deltas[0].function.name == "get_time", deltas
             assert parts[-1].choices[0].finish_reason == "tool_calls", parts[-1]
+            # The call and its result go back through the template for the final answer.
+            first = chat(messages=ask, tools=[WEATHER], tool_choice="required", temperature=0,
+                         max_tokens=120).choices[0].message
+            call = first.tool_calls[0]
+            follow = ask + [{"role": "assistant", "content": None, "tool_calls": [
+                {"id": call.id, "type": "function",
+                 "function": {"name": call.function.name, "arguments": call.function.arguments}}]},
+                {"role": "tool", "tool_call_id": call.id, "content": "18 degrees, sunny"}]
+            final = chat(messages=follow, tools=[WEATHER], temperature=0, max_tokens=40)
+            assert final.choices[0].message.content, final.choices[0]
+            assert final.choices[0].finish_reason in ("stop", "length"), final.choices[0]
 
         for name, fn in [("json_schema_whole_and_streamed", json_schema_whole_and_streamed),
                          ("client_parse_with_pydantic", client_parse_with_pydantic),

@@ -136,6 +136,24 @@ TEST(ToolRequest, ToolChoiceAndParallelCalls) {
   EXPECT_EQ(parse_chat_request(chat({{"tool_choice", "none"}}), limits()).tool_choice, "none");
 }
 
+// A conversation carrying a call and its result: the call's arguments reach the template as an
+// object (templates write them with tojson), the tool message as it is.
+TEST(ToolRequest, ToolCallsAndResultsRoundTrip) {
+  const json messages = json::parse(R"([
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+      "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "18 C, sunny"}])");
+  const OpenAiRequest r =
+      parse_chat_request(chat({{"messages", messages}, {"tools", kTools}}), limits());
+  EXPECT_EQ(r.messages[1]["tool_calls"][0]["function"]["arguments"], json({{"city", "Paris"}}));
+  EXPECT_EQ(r.messages[2]["content"], "18 C, sunny");
+  EXPECT_EQ(r.messages[2]["tool_call_id"], "call_1");
+  json bad = messages;
+  bad[1]["tool_calls"] = "call_1";
+  EXPECT_EQ(refused_param({{"messages", bad}}), "messages[1].tool_calls");
+}
+
 TEST(ToolRequest, BadToolsAndChoicesAreRefusedNamingTheField) {
   EXPECT_EQ(refused_param({{"tools", {{"type", "function"}}}}), "tools");  // an object
   EXPECT_EQ(refused_param({{"tools", json::array({{{"type", "retrieval"}}})}}), "tools[0].type");
