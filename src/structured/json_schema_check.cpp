@@ -170,8 +170,10 @@ bool SchemaCompiler::provably_disjoint(const Shape& a, const Shape& b, int depth
     // Every enum value of one side is rejected by the other (or by its own side's rules).
     auto values_excluded = [&](const Shape& with_values, const Shape& other) {
       if (!with_values.values) return false;
+      Shape rest = with_values;  // the values' own membership needs no check
+      rest.values.reset();
       for (const Json& v : *with_values.values) {
-        if (admits(with_values, v, 0) && admits(other, v, 0)) return false;
+        if (admits(rest, v, 0) && admits(other, v, 0)) return false;
       }
       return true;
     };

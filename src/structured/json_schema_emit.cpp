@@ -5,6 +5,7 @@
 // The root value has none before or after it.
 #include <algorithm>
 #include <cstdio>
+#include <unordered_set>
 
 #include "json_schema_grammar.h"
 #include "util/utf8.h"
@@ -27,11 +28,12 @@ std::string sequence(std::initializer_list<std::string> parts) {
 // `alternatives` as one expression; an empty alternative makes the group optional.
 std::string choice(const std::vector<std::string>& alternatives) {
   std::vector<std::string> kept;
+  std::unordered_set<std::string> seen;
   bool has_empty = false;
   for (const std::string& a : alternatives) {
     if (a.empty()) {
       has_empty = true;
-    } else if (std::find(kept.begin(), kept.end(), a) == kept.end()) {
+    } else if (seen.insert(a).second) {
       kept.push_back(a);
     }
   }
@@ -352,9 +354,9 @@ std::string GrammarBuilder::write(const SchemaSet& root) {
         shape_alternatives(plan.shapes[i], plan.rule, alternatives);
     }
     std::vector<std::string> unique;
+    std::unordered_set<std::string> seen;
     for (const std::string& a : alternatives) {
-      if (!a.empty() && std::find(unique.begin(), unique.end(), a) == unique.end())
-        unique.push_back(a);
+      if (!a.empty() && seen.insert(a).second) unique.push_back(a);
     }
     std::string body;
     for (size_t i = 0; i < unique.size(); ++i) body += (i ? " | " : "") + unique[i];

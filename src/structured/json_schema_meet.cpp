@@ -5,6 +5,7 @@
 // name. A property's effective schema on either side includes the patternProperties and
 // additionalProperties that side applies to its name, so nothing one side says is lost.
 #include <algorithm>
+#include <unordered_set>
 
 #include "json_schema_compiler.h"
 
@@ -40,6 +41,8 @@ void add_unique(std::vector<Sourced>& out, const std::vector<Sourced>& more) {
 }  // namespace
 
 SchemaSet SchemaCompiler::property_schema(const ObjectShape& object, const std::string& name) {
+  // A scan per name: charged, so that objects with thousands of names meet the budget.
+  budget_.charge(static_cast<int64_t>(object.properties.size() / 64) + 1, "property lookups");
   SchemaSet schema;
   bool declared = false, matched = false;
   for (const auto& property : object.properties) {
@@ -62,6 +65,8 @@ std::optional<Shape> SchemaCompiler::meet(const Shape& a, const Shape& b) {
   if (out.types == 0) return std::nullopt;
 
   if (a.values && b.values) {
+    budget_.charge(static_cast<int64_t>(a.values->size() * b.values->size()),
+                   "enum value comparisons");
     std::vector<Json> kept;
     for (const Json& v : *a.values) {
       for (const Json& w : *b.values) {
@@ -118,12 +123,16 @@ std::optional<Shape> SchemaCompiler::meet(const Shape& a, const Shape& b) {
   const bool both_plain = p.pattern_properties.empty() && q.pattern_properties.empty() &&
                           p.additional.is_any() && q.additional.is_any();
   std::vector<std::string> names;
-  for (const auto& property : p.properties) names.push_back(property.name);
-  for (const auto& property : q.properties) {
-    if (std::find(names.begin(), names.end(), property.name) == names.end()) {
-      names.push_back(property.name);
-    }
+  std::unordered_set<std::string> seen;
+  for (const auto& property : p.properties) {
+    if (seen.insert(property.name).second) names.push_back(property.name);
   }
+  for (const auto& property : q.properties) {
+    if (seen.insert(property.name).second) names.push_back(property.name);
+  }
+  budget_.charge(
+      static_cast<int64_t>(names.size() * (p.properties.size() + q.properties.size()) / 64),
+      "property lookups");
   for (const std::string& name : names) {
     SchemaSet schema;
     if (both_plain) {

@@ -115,6 +115,8 @@ class ShapeNormalizer {
         values.assign(value.begin(), value.end());
       }
       if (local_.values) {
+        c.budget().charge(static_cast<int64_t>(values.size() * local_.values->size()),
+                          "enum value comparisons");
         std::vector<Json> kept;
         for (const Json& v : values) {
           for (const Json& w : *local_.values) {

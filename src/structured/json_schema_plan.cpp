@@ -54,9 +54,12 @@ void GrammarBuilder::discover(const SchemaSet& root) {
 ShapePlan GrammarBuilder::plan_shape(const Shape& shape) {
   ShapePlan plan;
   if (shape.values) {
+    // Each value against the rest of the Shape (checking membership too would be quadratic).
+    Shape rest = shape;
+    rest.values.reset();
     std::vector<Json> kept;
     for (const Json& value : *shape.values) {
-      if (compiler_.admits(shape, value, 0)) kept.push_back(value);
+      if (compiler_.admits(rest, value, 0)) kept.push_back(value);
     }
     plan.values = std::move(kept);
     return plan;

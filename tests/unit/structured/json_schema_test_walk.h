@@ -2,6 +2,8 @@
 // engine byte by byte, and write an instance with its keys in the order the compiler emits them.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -11,6 +13,7 @@
 #include "structured/json_schema.h"
 #include "structured/matcher.h"
 #include "structured/vocabulary.h"
+#include "util/error.h"
 
 namespace llms::structured::testing {
 
@@ -55,6 +58,40 @@ inline JsonSchemaOptions compact_options() {
   JsonSchemaOptions options;
   options.whitespace = JsonSchemaOptions::Whitespace::kCompact;
   return options;
+}
+
+// Every text of `accepted` is a complete sentence of the schema's grammar, none of `rejected` is.
+inline void expect_walks(const Json& schema, const std::vector<std::string>& accepted,
+                         const std::vector<std::string>& rejected,
+                         const JsonSchemaOptions& options = compact_options()) {
+  const CompiledSchema compiled = compile_schema(schema, options);
+  for (const std::string& text : accepted) {
+    EXPECT_TRUE(compiled.accepts(text))
+        << "should accept: " << text << "\nschema: " << schema.dump() << "\ngrammar:\n"
+        << compiled.text.substr(0, 4000);
+  }
+  for (const std::string& text : rejected) {
+    EXPECT_FALSE(compiled.accepts(text))
+        << "should reject: " << text << "\nschema: " << schema.dump() << "\ngrammar:\n"
+        << compiled.text.substr(0, 4000);
+  }
+}
+
+// Compiling `schema` is refused with kInvalidArgument and a message holding each of `parts`.
+inline void expect_refused(const Json& schema, const std::vector<std::string>& parts,
+                           const JsonSchemaOptions& options = {}) {
+  CompileBudget budget;
+  try {
+    const std::string grammar = json_schema_to_grammar(schema, options, budget);
+    ADD_FAILURE() << "expected a refusal for " << schema.dump() << ", got:\n"
+                  << grammar.substr(0, 2000);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::kInvalidArgument) << e.what();
+    for (const std::string& part : parts) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+          << "message lacks '" << part << "': " << e.what();
+    }
+  }
 }
 
 }  // namespace llms::structured::testing
