@@ -65,28 +65,32 @@ std::vector<uint8_t> reach_forward(const Dfa& dfa, int32_t n_classes, bool use_b
   return seen;
 }
 
-bool reaches_final(const std::vector<uint8_t>& seen, const Dfa& dfa) {
-  for (int32_t s = 0; s < dfa.n_states; ++s) {
-    if (seen[static_cast<size_t>(s)] && dfa.is_final[static_cast<size_t>(s)]) return true;
-  }
-  return false;
-}
-
 // Live states of one DFA: reachable from the start and co-reachable to a final state.
 template <typename CallOk>
 std::vector<uint8_t> live_states(const Dfa& dfa, int32_t n_classes, CallOk&& call_ok,
                                  CompileBudget& budget) {
   const auto forward = reach_forward(dfa, n_classes, true, call_ok, budget);
-  std::vector<std::vector<int32_t>> reverse(static_cast<size_t>(dfa.n_states));
-  for (int32_t s = 0; s < dfa.n_states; ++s) {
-    auto add = [&](int32_t t) { reverse[static_cast<size_t>(t)].push_back(s); };
-    const size_t row = static_cast<size_t>(s) * static_cast<size_t>(n_classes);
-    for (int32_t c = 0; c < n_classes; ++c)
-      for_each_target(dfa, dfa.next[row + static_cast<size_t>(c)], add);
-    for (const auto& [callee, code] : dfa.calls[static_cast<size_t>(s)]) {
-      if (call_ok(callee)) for_each_target(dfa, code, add);
+  // Reverse edges in one flat array (CSR): counts, offsets, then the predecessors.
+  const auto n = static_cast<size_t>(dfa.n_states);
+  std::vector<int32_t> offset(n + 1, 0);
+  auto for_each_edge = [&](auto&& fn) {
+    for (int32_t s = 0; s < dfa.n_states; ++s) {
+      const size_t row = static_cast<size_t>(s) * static_cast<size_t>(n_classes);
+      for (int32_t c = 0; c < n_classes; ++c) {
+        for_each_target(dfa, dfa.next[row + static_cast<size_t>(c)], [&](int32_t t) { fn(s, t); });
+      }
+      for (const auto& [callee, code] : dfa.calls[static_cast<size_t>(s)]) {
+        if (call_ok(callee)) for_each_target(dfa, code, [&](int32_t t) { fn(s, t); });
+      }
     }
-  }
+  };
+  for_each_edge([&](int32_t, int32_t t) { ++offset[static_cast<size_t>(t) + 1]; });
+  for (size_t i = 0; i < n; ++i) offset[i + 1] += offset[i];
+  std::vector<int32_t> predecessors(static_cast<size_t>(offset[n]));
+  std::vector<int32_t> fill(offset.begin(), offset.end() - 1);
+  for_each_edge([&](int32_t s, int32_t t) {
+    predecessors[static_cast<size_t>(fill[static_cast<size_t>(t)]++)] = s;
+  });
   budget.charge(dfa.n_states, "grammar analysis steps");
   std::vector<uint8_t> backward(static_cast<size_t>(dfa.n_states), 0);
   std::vector<int32_t> stack;
@@ -99,7 +103,8 @@ std::vector<uint8_t> live_states(const Dfa& dfa, int32_t n_classes, CallOk&& cal
   while (!stack.empty()) {
     const int32_t s = stack.back();
     stack.pop_back();
-    for (int32_t p : reverse[static_cast<size_t>(s)]) {
+    for (int32_t i = offset[static_cast<size_t>(s)]; i < offset[static_cast<size_t>(s) + 1]; ++i) {
+      const int32_t p = predecessors[static_cast<size_t>(i)];
       if (!backward[static_cast<size_t>(p)]) {
         backward[static_cast<size_t>(p)] = 1;
         stack.push_back(p);
@@ -159,23 +164,67 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
   const int32_t n_classes = classes.n_classes;
   const auto root = static_cast<size_t>(local[static_cast<size_t>(grammar.root)]);
 
-  // Productive and nullable rules: least fixpoints, one rule search per round and rule.
+  // Productive and nullable rules: least fixpoints, computed incrementally. Each rule's search
+  // keeps the states it reached; a call of a rule not (yet) known to have the property waits on
+  // that rule and resumes when it gets it. Every state is visited once per property.
   std::vector<uint8_t> productive(n_rules, 0);
   std::vector<uint8_t> nullable(n_rules, 0);
   for (auto* property : {&productive, &nullable}) {
     const bool use_bytes = property == &productive;
-    bool changed = true;
-    while (changed) {
-      changed = false;
-      for (size_t r = 0; r < n_rules; ++r) {
-        if ((*property)[r]) continue;
-        const auto seen = reach_forward(
-            dfas[r], n_classes, use_bytes,
-            [&](int32_t callee) { return (*property)[static_cast<size_t>(callee)] != 0; }, budget);
-        if (reaches_final(seen, dfas[r])) {
+    std::vector<std::vector<uint8_t>> seen(n_rules);
+    std::vector<std::vector<std::pair<size_t, int32_t>>> waiting(n_rules);  // callee: (rule, code)
+    std::vector<size_t> gained;  // rules that got the property, to resume their waiters
+    std::vector<int32_t> stack;
+    auto explore = [&](size_t r) {
+      const Dfa& dfa = dfas[r];
+      while (!stack.empty()) {
+        const int32_t s = stack.back();
+        stack.pop_back();
+        budget.charge(1, "grammar analysis steps");
+        if (dfa.is_final[static_cast<size_t>(s)] && !(*property)[r]) {
           (*property)[r] = 1;
-          changed = true;
+          gained.push_back(r);
         }
+        auto visit = [&](int32_t t) {
+          if (!seen[r][static_cast<size_t>(t)]) {
+            seen[r][static_cast<size_t>(t)] = 1;
+            stack.push_back(t);
+          }
+        };
+        if (use_bytes) {
+          const size_t row = static_cast<size_t>(s) * static_cast<size_t>(n_classes);
+          for (int32_t c = 0; c < n_classes; ++c) {
+            for_each_target(dfa, dfa.next[row + static_cast<size_t>(c)], visit);
+          }
+        }
+        for (const auto& [callee, code] : dfa.calls[static_cast<size_t>(s)]) {
+          if ((*property)[static_cast<size_t>(callee)]) {
+            for_each_target(dfa, code, visit);
+          } else {
+            waiting[static_cast<size_t>(callee)].emplace_back(r, code);
+          }
+        }
+      }
+    };
+    for (size_t r = 0; r < n_rules; ++r) {
+      seen[r].assign(static_cast<size_t>(dfas[r].n_states), 0);
+      seen[r][0] = 1;
+      stack.assign(1, 0);
+      explore(r);
+    }
+    while (!gained.empty()) {
+      const size_t callee = gained.back();
+      gained.pop_back();
+      std::vector<std::pair<size_t, int32_t>> resumed = std::move(waiting[callee]);
+      waiting[callee].clear();
+      for (const auto& [r, code] : resumed) {
+        for_each_target(dfas[r], code, [&](int32_t t) {
+          if (!seen[r][static_cast<size_t>(t)]) {
+            seen[r][static_cast<size_t>(t)] = 1;
+            stack.push_back(t);
+          }
+        });
+        explore(r);
       }
     }
   }

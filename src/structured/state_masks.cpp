@@ -44,10 +44,12 @@ struct View {
 
 class Walker {
  public:
-  Walker(const CompiledGrammar& g, CountKey key) : g_(g), key_(key) {}
+  Walker(const CompiledGrammar& g, CountKey key)
+      : g_(g), key_(key), has_regions_(!g.regions.empty()) {}
 
   // The view after a transition code from v; state -1 when there is no edge.
   View step(const View& v, int32_t code) const {
+    if (!has_regions_) return View{code >= 0 ? code : -1, 0, false};
     if (code >= 0) {
       const int32_t r = g_.state_region[static_cast<size_t>(code)];
       if (r >= 0 && r == g_.state_region[static_cast<size_t>(v.state)])
@@ -93,19 +95,27 @@ class Walker {
  private:
   const CompiledGrammar& g_;
   CountKey key_;
+  bool has_regions_;
 };
 
 // How many characters of class k the start view absorbs: every string of at most that many
-// stays alive by byte edges. detail::kAllChars when unbounded (the views reached repeat).
+// stays alive by byte edges. Breadth-first over the views reachable by class characters: the
+// first view (at depth j) that has a dying character bounds the answer to j; if the reachable
+// views are exhausted first, any length lives (detail::kAllChars). Search past
+// kMaxCountedChars levels or kMaxViews views stops there (a lower bound is still exact: the
+// trie walk decides the rest).
 int absorbed_chars(const CompiledGrammar& g, const Walker& walker, View start, int k) {
+  constexpr size_t kMaxViews = 512;
   const auto& sequences = detail::TokenTrie::class_sequences(k);
-  std::vector<View> current{start};
-  std::vector<View> reached;
+  const auto n_classes = static_cast<size_t>(g.n_classes);
+  std::vector<View> level{start};
+  std::vector<View> seen{start};
+  std::vector<View> next_level;
   std::vector<View> frontier;
   std::vector<View> next_frontier;
-  for (int n = 1; n <= detail::kMaxCountedChars; ++n) {
-    reached.clear();
-    for (const View& q : current) {
+  for (int depth = 0; depth < detail::kMaxCountedChars; ++depth) {
+    next_level.clear();
+    for (const View& q : level) {
       for (const ByteSequence& seq : sequences) {
         frontier.assign(1, q);
         for (int i = 0; i < seq.length; ++i) {
@@ -113,11 +123,9 @@ int absorbed_chars(const CompiledGrammar& g, const Walker& walker, View start, i
           next_frontier.clear();
           for (int c = g.byte_class[range.lo]; c <= g.byte_class[range.hi]; ++c) {
             for (const View& f : frontier) {
-              const int32_t code =
-                  g.next[static_cast<size_t>(f.state) * static_cast<size_t>(g.n_classes) +
-                         static_cast<size_t>(c)];
-              const View t = walker.step(f, code);
-              if (t.state < 0) return n - 1;
+              const View t = walker.step(
+                  f, g.next[static_cast<size_t>(f.state) * n_classes + static_cast<size_t>(c)]);
+              if (t.state < 0) return depth;
               next_frontier.push_back(t);
             }
           }
@@ -126,13 +134,17 @@ int absorbed_chars(const CompiledGrammar& g, const Walker& walker, View start, i
                               next_frontier.end());
           frontier.swap(next_frontier);
         }
-        reached.insert(reached.end(), frontier.begin(), frontier.end());
+        for (const View& t : frontier) {
+          if (std::find(seen.begin(), seen.end(), t) == seen.end()) {
+            seen.push_back(t);
+            next_level.push_back(t);
+          }
+        }
+        if (seen.size() > kMaxViews) return depth;  // views of this level are still unchecked
       }
     }
-    std::sort(reached.begin(), reached.end());
-    reached.erase(std::unique(reached.begin(), reached.end()), reached.end());
-    if (reached == current) return detail::kAllChars;
-    current.swap(reached);
+    if (next_level.empty()) return detail::kAllChars;
+    level.swap(next_level);
   }
   return detail::kMaxCountedChars;
 }

@@ -5,9 +5,20 @@
 
 namespace llms::structured {
 
+namespace {
+
+// std::popcount becomes a library call without -mpopcnt; this is branch-free and inlined.
+inline uint32_t bit_count(uint32_t w) {
+  w = w - ((w >> 1) & 0x55555555u);
+  w = (w & 0x33333333u) + ((w >> 2) & 0x33333333u);
+  return (((w + (w >> 4)) & 0x0F0F0F0Fu) * 0x01010101u) >> 24;
+}
+
+}  // namespace
+
 TokenSet TokenSet::from_bits(std::span<const uint32_t> words) {
   size_t count = 0;
-  for (uint32_t w : words) count += static_cast<size_t>(std::popcount(w));
+  for (uint32_t w : words) count += bit_count(w);
   TokenSet set;
   if (count == 0) return set;
   // An id costs one word, a bitset one word per 32 ids: keep whichever is smaller.

@@ -108,7 +108,7 @@ void check_walks(const std::shared_ptr<const CompiledGrammar>& g, uint32_t seed,
                  int completion_depth = 48) {
   std::mt19937 rng(seed);
   auto check_completion = [&](const Matcher& m, int w, int step) {
-    const Completion c = completion(m, completion_depth);
+    const Completion c = completion(m, completion_depth, 4000);
     if (c == Completion::kUndecided && undecided != nullptr) {
       ++*undecided;
       return;
@@ -320,7 +320,7 @@ TEST(MaskProperty, RandomRecursiveGrammars) {
   std::mt19937 rng(7);
   int n_compiled = 0;
   int n_undecided = 0;
-  for (int i = 0; i < 120; ++i) {
+  for (int i = 0; i < 70; ++i) {
     const std::string text = random_grammar(rng);
     std::shared_ptr<const CompiledGrammar> g;
     try {
@@ -335,7 +335,7 @@ TEST(MaskProperty, RandomRecursiveGrammars) {
     ++n_compiled;
     check_walks(g, 1000 + static_cast<uint32_t>(i), 3, 10, text, &n_undecided);
   }
-  EXPECT_GT(n_compiled, 60);
+  EXPECT_GT(n_compiled, 35);
   // Searches of ambiguous grammars may be cut short; a dead prefix fails above, never here.
   EXPECT_LT(n_undecided, n_compiled / 4);
 }
