@@ -1,6 +1,9 @@
 // structured/json_schema: the entry points. See json_schema.h.
 #include "structured/json_schema.h"
 
+#include <utility>
+#include <vector>
+
 #include "json_schema_compiler.h"
 #include "json_schema_grammar.h"
 
@@ -30,7 +33,20 @@ std::string json_schema_to_grammar(const nlohmann::ordered_json& schema,
 
 std::string json_schema_to_grammar(const nlohmann::json& schema, const JsonSchemaOptions& options,
                                    CompileBudget& budget) {
-  // Depth is checked by the compiler; converting first is bounded by the caller's parser.
+  // The conversion below recurses: check the depth first, without recursion.
+  std::vector<std::pair<const nlohmann::json*, int>> stack{{&schema, 0}};
+  while (!stack.empty()) {
+    auto [json, depth] = stack.back();
+    stack.pop_back();
+    if (depth > jsonschema::SchemaDocument::kMaxDepth) {
+      jsonschema::SchemaCompiler::refuse("JSON Schema: the schema nests deeper than " +
+                                         std::to_string(jsonschema::SchemaDocument::kMaxDepth) +
+                                         " levels");
+    }
+    if (json->is_structured()) {
+      for (const nlohmann::json& child : *json) stack.emplace_back(&child, depth + 1);
+    }
+  }
   return json_schema_to_grammar(nlohmann::ordered_json(schema), options, budget);
 }
 

@@ -199,10 +199,19 @@ bool SchemaCompiler::provably_disjoint(const Shape& a, const Shape& b, int depth
         case kFractionType:
           apart = ranges_disjoint(a.number, b.number);
           break;
-        case kStringType:
+        case kStringType: {
           apart = counts_disjoint(a.string.min_length, a.string.max_length, b.string.min_length,
                                   b.string.max_length);
+          // One pattern or format on each side whose languages share no string.
+          auto language = [&](const StringShape& s) -> const PatternNode* {
+            if (s.patterns.size() + s.formats.size() != 1) return nullptr;
+            return s.patterns.empty() ? format_pattern(s.formats[0]) : &pattern(s.patterns[0]);
+          };
+          const PatternNode* x = language(a.string);
+          const PatternNode* y = language(b.string);
+          apart = apart || (x && y && languages_disjoint(*x, *y, budget_));
           break;
+        }
         case kArrayType: {
           apart = counts_disjoint(a.array.min_items, a.array.max_items, b.array.min_items,
                                   b.array.max_items);

@@ -212,19 +212,15 @@ std::string GrammarBuilder::object_expression(const ObjectPlan& plan, const std:
   for (const auto& property : plan.properties) {
     if (satisfiable(property.schema)) properties.push_back(&property);
   }
-  const bool extras = plan.extras != ObjectPlan::Extras::kNone && satisfiable(plan.extra_value);
-  std::string extra_member;
-  if (extras) {
-    const std::string key_regex =
-        plan.extras == ObjectPlan::Extras::kAnyOtherName
-            ? "\"" +
-                  strings_except_regex(plan.declared_names, StringSpelling::kName,
-                                       compiler_.budget()) +
-                  "\""
-            : plan.extra_name_regex;
-    extra_member =
-        sequence({terminal(key_regex, "key"), w, "\":\"", w, set_rule(plan.extra_value), w});
+  std::vector<std::string> extra_alternatives;
+  for (const ObjectPlan::Extra& extra : plan.extras) {
+    if (!satisfiable(extra.value)) continue;
+    extra_alternatives.push_back(
+        sequence({terminal(extra.key_regex, "key"), w, "\":\"", w, set_rule(extra.value)}));
   }
+  const bool extras = !extra_alternatives.empty();
+  std::string extra_member;
+  if (extras) extra_member = sequence({choice(extra_alternatives), w});
   const auto n = static_cast<int64_t>(properties.size());
   std::vector<int64_t> required_after(static_cast<size_t>(n) + 1, 0);
   for (int64_t i = n - 1; i >= 0; --i) {

@@ -25,15 +25,14 @@ struct ObjectPlan {
     bool required = false;
   };
   std::vector<Property> properties;  // in order; forbidden names are left out
-  enum class Extras {
-    kNone,          // no other names
-    kAnyOtherName,  // any name that is not a declared one
-    kNameRegex,     // names in `extra_name_regex` (none of them declared)
+  // The other names an object may have: a language of names (a regex of whole JSON strings,
+  // quotes included, holding no declared name) and the schema of their values.
+  struct Extra {
+    std::string key_regex;
+    SchemaSet value;
   };
-  Extras extras = Extras::kNone;
-  std::vector<std::string> declared_names;  // kAnyOtherName excludes these
-  std::string extra_name_regex;             // kNameRegex: a whole JSON string, quotes included
-  SchemaSet extra_value;
+  std::vector<Extra> extras;
+  std::vector<std::string> declared_names;  // every name `properties` covers or forbids
   int64_t min_properties = 0;
   int64_t max_properties = kUnbounded;
 };

@@ -2,6 +2,7 @@
 #include "structured/json_schema_pattern.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "util/error.h"
 #include "util/utf8.h"
@@ -978,6 +979,165 @@ bool pattern_matches(const PatternNode& node, std::string_view text, CompileBudg
     if (current.empty()) return false;
   }
   return in_set[end] != 0;
+}
+
+namespace {
+
+bool nullable_language(const PatternNode& node) { return pattern_length(node).min == 0; }
+
+PatternNode empty_string() { return PatternNode::concat({}); }
+
+// Repeat(X, m, n) after one iteration is taken: Repeat(X, max(m - 1, 0), n - 1).
+PatternNode one_fewer(const PatternNode& repeat) {
+  return PatternNode::repeat(repeat.children[0], std::max<int64_t>(repeat.min - 1, 0),
+                             repeat.max == kUnbounded ? kUnbounded : repeat.max - 1);
+}
+
+// The strings s with c s in the language (on simplified nodes; the result is not simplified).
+PatternNode derivative(const PatternNode& node, char32_t c, CompileBudget& budget) {
+  using Kind = PatternNode::Kind;
+  budget.charge(1, "pattern derivatives");
+  switch (node.kind) {
+    case Kind::kSet:
+      return node.set.contains(c) ? empty_string() : PatternNode::nothing();
+    case Kind::kConcat: {
+      std::vector<PatternNode> options;
+      for (size_t i = 0; i < node.children.size(); ++i) {
+        std::vector<PatternNode> parts{derivative(node.children[i], c, budget)};
+        parts.insert(parts.end(), node.children.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                     node.children.end());
+        options.push_back(PatternNode::concat(std::move(parts)));
+        if (!nullable_language(node.children[i])) break;
+      }
+      return PatternNode::alternation(std::move(options));
+    }
+    case Kind::kAlternation: {
+      std::vector<PatternNode> options;
+      for (const PatternNode& child : node.children)
+        options.push_back(derivative(child, c, budget));
+      return PatternNode::alternation(std::move(options));
+    }
+    case Kind::kRepeat:
+      if (node.max == 0) return PatternNode::nothing();
+      return PatternNode::concat({derivative(node.children[0], c, budget), one_fewer(node)});
+    default:
+      return PatternNode::nothing();
+  }
+}
+
+// The non-empty strings of the language whose first character is in `allowed`.
+PatternNode restrict_first(const PatternNode& node, const CodePointSet& allowed,
+                           CompileBudget& budget) {
+  using Kind = PatternNode::Kind;
+  budget.charge(1, "pattern derivatives");
+  switch (node.kind) {
+    case Kind::kSet:
+      return PatternNode::of_set(node.set.intersect(allowed));
+    case Kind::kConcat: {
+      std::vector<PatternNode> options;
+      for (size_t i = 0; i < node.children.size(); ++i) {
+        std::vector<PatternNode> parts{restrict_first(node.children[i], allowed, budget)};
+        parts.insert(parts.end(), node.children.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                     node.children.end());
+        options.push_back(PatternNode::concat(std::move(parts)));
+        if (!nullable_language(node.children[i])) break;
+      }
+      return PatternNode::alternation(std::move(options));
+    }
+    case Kind::kAlternation: {
+      std::vector<PatternNode> options;
+      for (const PatternNode& child : node.children) {
+        options.push_back(restrict_first(child, allowed, budget));
+      }
+      return PatternNode::alternation(std::move(options));
+    }
+    case Kind::kRepeat:
+      if (node.max == 0) return PatternNode::nothing();
+      return PatternNode::concat(
+          {restrict_first(node.children[0], allowed, budget), one_fewer(node)});
+    default:
+      return PatternNode::nothing();
+  }
+}
+
+struct NameTrie {
+  std::vector<std::pair<char32_t, NameTrie>> children;  // sorted by code point
+  bool terminal = false;
+};
+
+constexpr int kMaxExcludedNameLength = 1000;
+
+PatternNode minus_trie(const PatternNode& language, const NameTrie& trie, CompileBudget& budget) {
+  std::vector<PatternNode> options;
+  if (!trie.terminal && nullable_language(language)) options.push_back(empty_string());
+  CodePointSet used;
+  for (const auto& [cp, child] : trie.children) {
+    used.add(cp, cp);
+    PatternNode rest = simplify_pattern(derivative(language, cp, budget));
+    if (is_empty_language(rest)) continue;
+    options.push_back(PatternNode::concat(
+        {PatternNode::of_set(CodePointSet::of(cp)), minus_trie(rest, child, budget)}));
+  }
+  options.push_back(restrict_first(language, used.complement(), budget));
+  return simplify_pattern(PatternNode::alternation(std::move(options)));
+}
+
+}  // namespace
+
+PatternNode pattern_minus_strings(const PatternNode& simplified,
+                                  const std::vector<std::string>& excluded, CompileBudget& budget) {
+  NameTrie root;
+  for (const std::string& text : excluded) {
+    NameTrie* node = &root;
+    int length = 0;
+    for (size_t pos = 0; pos < text.size();) {
+      const Utf8Step step = utf8_step(text, pos);
+      if (step.kind != Utf8Step::Kind::kValid) {
+        throw Error(Error::Kind::kInvalidArgument, "JSON Schema: a name is not valid UTF-8");
+      }
+      pos += step.length;
+      if (++length > kMaxExcludedNameLength) {
+        throw Error(Error::Kind::kInvalidArgument,
+                    "JSON Schema: a property name is longer than 1000 characters");
+      }
+      auto it = std::lower_bound(node->children.begin(), node->children.end(), step.code_point,
+                                 [](const auto& entry, char32_t cp) { return entry.first < cp; });
+      if (it == node->children.end() || it->first != step.code_point) {
+        budget.charge(1, "pattern derivatives");
+        it = node->children.insert(it, {step.code_point, NameTrie{}});
+      }
+      node = &it->second;
+    }
+    node->terminal = true;
+  }
+  return minus_trie(simplified, root, budget);
+}
+
+bool languages_disjoint(const PatternNode& a, const PatternNode& b, CompileBudget& budget) {
+  Nfa x, y;
+  const auto [x_start, x_end] = x.build(a, budget);
+  const auto [y_start, y_end] = y.build(b, budget);
+  // Pairs of states, each side's epsilon moves taken alone, characters taken together.
+  std::unordered_set<uint64_t> seen;  // only the pairs reached, charged one by one
+  std::vector<std::pair<int, int>> stack;
+  auto visit = [&](int p, int q) {
+    if (seen.insert((static_cast<uint64_t>(p) << 32) | static_cast<uint32_t>(q)).second) {
+      stack.emplace_back(p, q);
+    }
+  };
+  visit(x_start, y_start);
+  while (!stack.empty()) {
+    const auto [p, q] = stack.back();
+    stack.pop_back();
+    budget.charge(1, "pattern intersection states");
+    if (p == x_end && q == y_end) return false;
+    const Nfa::State& sp = x.states[static_cast<size_t>(p)];
+    const Nfa::State& sq = y.states[static_cast<size_t>(q)];
+    for (int next : sp.epsilon) visit(next, q);
+    for (int next : sq.epsilon) visit(p, next);
+    if (sp.has_set && sq.has_set && !sp.set.intersect(sq.set).empty()) visit(sp.next, sq.next);
+  }
+  return true;
 }
 
 }  // namespace llms::structured::jsonschema

@@ -44,7 +44,7 @@ void GrammarBuilder::discover(const SchemaSet& root) {
       }
       if (plan.types & kObjectType) {
         for (const auto& property : plan.object.properties) visit(property.schema);
-        if (plan.object.extras != ObjectPlan::Extras::kNone) visit(plan.object.extra_value);
+        for (const auto& extra : plan.object.extras) visit(extra.value);
       }
     }
     sets_[set].shapes = std::move(plans);
@@ -231,78 +231,94 @@ bool GrammarBuilder::plan_object(const ObjectShape& object, ObjectPlan& plan) {
     patterns.push_back(pattern_property);
     universal = universal || is_universal_language(c.pattern(pattern_property.pattern));
   }
+  if (!patterns.empty() && name_language != nullptr) {
+    SchemaCompiler::refuse_keyword("propertyNames", names_pointer,
+                                   "propertyNames together with patternProperties is not "
+                                   "supported");
+  }
+  // Names other than the declared ones, with the language of their names (minus the declared
+  // names) and the schema of their values.
+  auto add_extras = [&](const PatternNode& language, const SchemaSet& value) {
+    if (value.never) return;
+    const PatternNode others = pattern_minus_strings(language, plan.declared_names, c.budget());
+    if (is_empty_language(others)) return;
+    plan.extras.push_back(
+        {"\"" + pattern_to_json_regex(others, StringSpelling::kName, c.budget()) + "\"", value});
+  };
+  auto any_other_name = [&] {
+    return "\"" + strings_except_regex(plan.declared_names, StringSpelling::kName, c.budget()) +
+           "\"";
+  };
   if (universal) {
     for (const auto& pattern_property : patterns) {
       if (!(pattern_property.schema == patterns[0].schema)) {
         SchemaCompiler::refuse_keyword(
             "patternProperties", pattern_property.pattern.pointer,
-            "patterns with different schemas are not supported (a name may match several)");
+            "patterns with different schemas, one matching every name, are not supported");
       }
     }
-    if (name_language != nullptr) {
-      SchemaCompiler::refuse_keyword("propertyNames", names_pointer,
-                                     "propertyNames together with patternProperties is not "
-                                     "supported");
-    }
-    if (!patterns[0].schema.never) {
-      plan.extras = ObjectPlan::Extras::kAnyOtherName;
-      plan.extra_value = patterns[0].schema;
-    }
+    if (!patterns[0].schema.never) plan.extras.push_back({any_other_name(), patterns[0].schema});
     return true;
   }
   if (!patterns.empty()) {
-    // Other names: those the patterns match, with the patterns' schema. Names that match no
-    // pattern are not written even where additionalProperties would allow them (a documented
+    // Other names: those the patterns match, with their patterns' schema; patterns of different
+    // schemas must be provably disjoint (a name matching two would need both). Names matching
+    // no pattern are not written even where additionalProperties would allow them (a documented
     // restriction: "matches no pattern" has no regex).
-    const auto& first = patterns[0];
-    std::vector<PatternNode> languages;
+    std::vector<std::pair<SchemaSet, std::vector<PatternNode>>> groups;
     for (const auto& pattern_property : patterns) {
-      if (!(pattern_property.schema == first.schema)) {
-        SchemaCompiler::refuse_keyword(
-            "patternProperties", pattern_property.pattern.pointer,
-            "patterns with different schemas are not supported (a name may match several)");
+      auto group = std::find_if(groups.begin(), groups.end(),
+                                [&](const auto& g) { return g.first == pattern_property.schema; });
+      if (group == groups.end()) {
+        groups.push_back({pattern_property.schema, {}});
+        group = groups.end() - 1;
       }
-      const PatternNode& language = c.pattern(pattern_property.pattern);
-      for (const std::string& name : plan.declared_names) {
-        if (pattern_matches(language, name, c.budget())) {
-          SchemaCompiler::refuse_keyword("patternProperties", pattern_property.pattern.pointer,
-                                         "the pattern '" + pattern_property.pattern.text +
-                                             "' matches the declared property '" + name +
-                                             "', which other names would then have to exclude");
+      group->second.push_back(c.pattern(pattern_property.pattern));
+    }
+    std::vector<PatternNode> languages;
+    for (auto& group : groups) {
+      languages.push_back(simplify_pattern(PatternNode::alternation(std::move(group.second))));
+    }
+    for (size_t i = 0; i < languages.size(); ++i) {
+      for (size_t j = i + 1; j < languages.size(); ++j) {
+        if (!languages_disjoint(languages[i], languages[j], c.budget())) {
+          SchemaCompiler::refuse_keyword("patternProperties", patterns[0].pattern.pointer,
+                                         "patterns with different schemas may match one name");
         }
       }
-      languages.push_back(language);
     }
-    if (name_language != nullptr) {
-      SchemaCompiler::refuse_keyword("propertyNames", names_pointer,
-                                     "propertyNames together with patternProperties is not "
-                                     "supported");
-    }
-    const PatternNode all = simplify_pattern(PatternNode::alternation(std::move(languages)));
-    if (first.schema.never || is_empty_language(all)) return true;
-    plan.extras = ObjectPlan::Extras::kNameRegex;
-    plan.extra_name_regex =
-        "\"" + pattern_to_json_regex(all, StringSpelling::kCanonical, c.budget()) + "\"";
-    plan.extra_value = first.schema;
+    for (size_t i = 0; i < languages.size(); ++i) add_extras(languages[i], groups[i].first);
     return true;
   }
   if (object.additional.never) return true;
-  plan.extra_value = object.additional;
   if (name_language == nullptr) {
-    plan.extras = ObjectPlan::Extras::kAnyOtherName;
+    plan.extras.push_back({any_other_name(), object.additional});
     return true;
   }
-  for (const std::string& name : plan.declared_names) {
-    if (c.admits(*name_language, Json(name), 0)) {
-      SchemaCompiler::refuse_keyword("propertyNames", names_pointer,
-                                     "the names it allows include the declared property '" + name +
-                                         "', which other names would then have to exclude");
-    }
+  // propertyNames: its language of names (one pattern or format, lengths) minus the declared ones.
+  const StringShape& names_shape = name_language->string;
+  if (names_shape.patterns.size() + names_shape.formats.size() > 1 ||
+      !names_shape.excluded.empty()) {
+    SchemaCompiler::refuse_keyword("propertyNames", names_pointer,
+                                   "only one pattern or format with lengths is supported");
   }
-  if (auto regex = c.string_regex(name_language->string, StringSpelling::kCanonical)) {
-    plan.extras = ObjectPlan::Extras::kNameRegex;
-    plan.extra_name_regex = *regex;
+  PatternNode language =
+      PatternNode::repeat(PatternNode::of_set(CodePointSet::all()), 0, kUnbounded);
+  const Sourced* source = nullptr;
+  if (!names_shape.patterns.empty()) source = &names_shape.patterns[0];
+  if (!names_shape.formats.empty()) source = &names_shape.formats[0];
+  if (source != nullptr) {
+    const PatternNode* known =
+        source->keyword == "format" ? c.format_pattern(*source) : &c.pattern(*source);
+    if (known != nullptr) language = *known;
   }
+  auto bounded = constrain_pattern_length(simplify_pattern(language), names_shape.min_length,
+                                          names_shape.max_length, c.budget());
+  if (!bounded) {
+    SchemaCompiler::refuse_keyword("propertyNames", names_pointer,
+                                   "its pattern and lengths cannot be combined");
+  }
+  add_extras(*bounded, object.additional);
   return true;
 }
 
@@ -339,8 +355,8 @@ bool GrammarBuilder::shape_satisfiable(const ShapePlan& plan) const {
       if (property.required && !sat) ok = false;
       available += sat;
     }
-    const bool extras =
-        object.extras != ObjectPlan::Extras::kNone && satisfiable(object.extra_value);
+    const bool extras = std::any_of(object.extras.begin(), object.extras.end(),
+                                    [&](const auto& extra) { return satisfiable(extra.value); });
     if (ok && (extras || available >= object.min_properties)) return true;
   }
   return false;

@@ -18,9 +18,10 @@
 //   ipv6       RFC 4291 section 2.2 text forms (with ::, with a dotted-quad tail), no zone id
 //   uri, uri-reference      RFC 3986 URI and URI-reference
 //   iri, iri-reference      RFC 3987 IRI and IRI-reference
-//   hostname   RFC 1123 names, labels of letters, digits and inner hyphens, at most 253
-//              characters: kept by bounding labels and their count together (up to 4 labels of
-//              62 characters, 8 of 30 or 16 of 14), a sound restriction
+//   hostname   RFC 1123 names, labels of letters, digits and inner hyphens, the last one
+//              beginning with a letter (RFC 1123 2.1), at most 253 characters: kept by bounding
+//              labels and their count together (up to 4 labels of 62 characters, 8 of 30 or 16
+//              of 14), a sound restriction
 //   duration   RFC 3339 appendix A (P1Y2M3DT4H5M6S, P3W)
 //   json-pointer, relative-json-pointer   RFC 6901 and its relative form
 #include <algorithm>
@@ -120,9 +121,12 @@ std::string hostname() {
   const std::pair<int, int> tiers[] = {{4, 62}, {8, 30}, {16, 14}};
   for (size_t i = 0; i < std::size(tiers); ++i) {
     const auto [count, length] = tiers[i];
-    const std::string label =
-        "[A-Za-z0-9](?:[A-Za-z0-9\\-]{0," + std::to_string(length - 2) + "}[A-Za-z0-9])?";
-    out += (i ? "|" : "") + label + "(?:\\." + label + "){0," + std::to_string(count - 1) + "}";
+    const std::string inner =
+        "(?:[A-Za-z0-9\\-]{0," + std::to_string(length - 2) + "}[A-Za-z0-9])?";
+    // The last label begins with a letter (RFC 1123 2.1: the top-level label is alphabetic), so
+    // that no host name reads as an IPv4 address.
+    out += std::string(i ? "|" : "") + "(?:[A-Za-z0-9]" + inner + "\\.){0," +
+           std::to_string(count - 1) + "}[A-Za-z]" + inner;
   }
   return out + ")";
 }

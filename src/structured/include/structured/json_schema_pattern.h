@@ -86,6 +86,14 @@ std::optional<PatternNode> constrain_pattern_length(const PatternNode& simplifie
 std::string pattern_to_json_regex(const PatternNode& simplified, StringSpelling spelling,
                                   CompileBudget& budget);
 
+// The strings of a simplified language except the (valid UTF-8) strings of `excluded`, by
+// Brzozowski derivatives along the trie of the excluded strings. The result is simplified.
+PatternNode pattern_minus_strings(const PatternNode& simplified,
+                                  const std::vector<std::string>& excluded, CompileBudget& budget);
+
+// True when no string is in both languages (a search of the product of their automata).
+bool languages_disjoint(const PatternNode& a, const PatternNode& b, CompileBudget& budget);
+
 // True when the code points of valid UTF-8 `text` form a string of the language.
 bool pattern_matches(const PatternNode& node, std::string_view text, CompileBudget& budget);
 
