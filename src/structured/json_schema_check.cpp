@@ -127,6 +127,12 @@ bool SchemaCompiler::admits(const Shape& shape, const Json& value, int depth) {
         }
         if (!admits(item_schema(array, i), value[i], depth + 1)) return false;
       }
+      for (const SchemaSet& wanted : array.contains) {
+        bool found = false;
+        for (size_t i = 0; i < value.size() && !found; ++i)
+          found = admits(wanted, value[i], depth + 1);
+        if (!found) return false;
+      }
       return true;
     }
     case kObjectType: {

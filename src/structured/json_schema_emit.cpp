@@ -181,6 +181,7 @@ std::string GrammarBuilder::value_literal(const Json& value, int depth) {
 
 std::string GrammarBuilder::array_expression(const ShapePlan& plan, const std::string& rule) {
   const std::string w = ws();
+  if (plan.witness_items) return contains_expression(plan);
   const int64_t max_items = writable_items(plan);  // <= plan.max_items; kUnbounded: no bound
   const auto prefix = static_cast<int64_t>(plan.prefix_items.size());
   const int64_t min_items = plan.min_items;
@@ -204,6 +205,30 @@ std::string GrammarBuilder::array_expression(const ShapePlan& plan, const std::s
   }
   const std::string items = sequence({item(0), w, tail});
   return sequence({"\"[\"", w, min_items == 0 ? "(" + items + ")?" : items, "\"]\""});
+}
+
+// An array with a `contains` witness: a items before it, b after it, a + b + 1 within the bounds;
+// one alternative per a up to the lower bound (then any a), or per a up to the upper bound.
+std::string GrammarBuilder::contains_expression(const ShapePlan& plan) {
+  const std::string w = ws();
+  const std::string witness = set_rule(*plan.witness_items);
+  const int64_t lo = std::max<int64_t>(plan.min_items, 1), hi = plan.max_items;
+  if (!satisfiable(plan.rest_items)) return sequence({"\"[\"", w, witness, w, "\"]\""});
+  const std::string item = set_rule(plan.rest_items);
+  const std::string before = sequence({item, w, "\",\"", w});
+  const std::string after = sequence({"\",\"", w, item, w});
+  std::vector<std::string> alternatives;
+  auto add = [&](int64_t a_lo, int64_t a_hi, int64_t b_lo, int64_t b_hi) {
+    alternatives.push_back(
+        sequence({repeat(before, a_lo, a_hi), witness, w, repeat(after, b_lo, b_hi)}));
+  };
+  if (hi == kUnbounded) {
+    for (int64_t a = 0; a < lo; ++a) add(a, a, lo - 1 - a, kUnbounded);
+    add(lo, kUnbounded, 0, kUnbounded);
+  } else {
+    for (int64_t a = 0; a < hi; ++a) add(a, a, std::max<int64_t>(0, lo - 1 - a), hi - 1 - a);
+  }
+  return sequence({"\"[\"", w, choice(alternatives), "\"]\""});
 }
 
 std::string GrammarBuilder::object_expression(const ObjectPlan& plan, const std::string& rule) {
@@ -323,8 +348,7 @@ void GrammarBuilder::shape_alternatives(const ShapePlan& plan, const std::string
     out.push_back(terminal(plan.number_regex, (plan.types & kFractionType) ? "number" : "integer"));
   }
   if (plan.types & kStringType) out.push_back(terminal(plan.string_regex, "string"));
-  if ((plan.types & kArrayType) &&
-      (writable_items(plan) == kUnbounded || writable_items(plan) >= plan.min_items)) {
+  if ((plan.types & kArrayType) && array_satisfiable(plan)) {
     out.push_back(array_expression(plan, rule));
   }
   if (plan.types & kObjectType) {

@@ -47,7 +47,8 @@ struct ShapePlan {
   SchemaSet rest_items;
   int64_t min_items = 0;
   int64_t max_items = kUnbounded;
-  ObjectPlan object;  // kObjectType
+  std::optional<SchemaSet> witness_items;  // `contains`: the item that satisfies it (and items)
+  ObjectPlan object;                       // kObjectType
 };
 
 struct SetPlan {
@@ -65,6 +66,9 @@ class GrammarBuilder {
 
   // The longest array or the largest count the grammar writes with {m,n}.
   static constexpr int64_t kMaxRepeat = 10000;
+  // Bounds on the length of an array with `contains` are written as one alternative per place
+  // of its witness item: at most this many.
+  static constexpr int64_t kMaxContainsBound = 64;
 
  private:
   // json_schema_plan.cpp
@@ -74,6 +78,7 @@ class GrammarBuilder {
   void solve_satisfiability();
   bool satisfiable(const SchemaSet& set) const;
   bool shape_satisfiable(const ShapePlan& plan) const;
+  bool array_satisfiable(const ShapePlan& plan) const;
   // Items beyond this many cannot be written (a required item's schema has no instance).
   int64_t writable_items(const ShapePlan& plan) const;
 
@@ -83,6 +88,7 @@ class GrammarBuilder {
   void shape_alternatives(const ShapePlan& plan, const std::string& rule,
                           std::vector<std::string>& out);
   std::string array_expression(const ShapePlan& plan, const std::string& rule);
+  std::string contains_expression(const ShapePlan& plan);
   std::string object_expression(const ObjectPlan& plan, const std::string& rule);
   std::string value_literal(const Json& value, int depth);
   std::string terminal(const std::string& regex, const std::string& hint);

@@ -105,6 +105,10 @@ std::optional<Shape> SchemaCompiler::meet(const Shape& a, const Shape& b) {
   out.array.min_items = std::max(a.array.min_items, b.array.min_items);
   out.array.max_items = min_bound(a.array.max_items, b.array.max_items);
   out.array.unique_items = a.array.unique_items ? a.array.unique_items : b.array.unique_items;
+  out.array.contains = a.array.contains;
+  out.array.contains.insert(out.array.contains.end(), b.array.contains.begin(),
+                            b.array.contains.end());
+  out.array.contains_at = a.array.contains_at ? a.array.contains_at : b.array.contains_at;
 
   // Objects.
   const ObjectShape& p = a.object;

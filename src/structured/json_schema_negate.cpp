@@ -202,9 +202,27 @@ class ShapeNegator {
     } else if (key == "unevaluatedProperties" || key == "unevaluatedItems") {
       if (value.is_boolean() && value.get<bool>()) return;
       cannot(key);
+    } else if (key == "oneOf") {
+      // Not exactly one: none holds, or some two do.
+      if (!value.is_array()) refuse_keyword_value(key, where(), "an array of schemas");
+      std::vector<const SchemaNode*> branches;
+      for (size_t i = 0; i < value.size(); ++i) {
+        branches.push_back(child(value[i], "/oneOf/" + std::to_string(i), key));
+      }
+      std::vector<Shape> none_holds{Shape{}};
+      for (const SchemaNode* branch : branches) {
+        if (none_holds.empty()) break;
+        none_holds = compiler_.meet(none_holds, compiler_.negation_of(branch));
+      }
+      add(none_holds);
+      for (size_t i = 0; i < branches.size(); ++i) {
+        for (size_t j = i + 1; j < branches.size(); ++j) {
+          add(compiler_.meet(compiler_.shapes_of(branches[i]), compiler_.shapes_of(branches[j])));
+        }
+      }
     } else if (key == "pattern" || key == "format" || key == "patternProperties" ||
-               key == "propertyNames" || key == "oneOf" || key == "minContains" ||
-               key == "maxContains" || key == "$recursiveRef" || key == "$dynamicRef") {
+               key == "propertyNames" || key == "minContains" || key == "maxContains" ||
+               key == "$recursiveRef" || key == "$dynamicRef") {
       cannot(key);
     }
     // Every other name is not a keyword: it constrains nothing, so it adds no complement.
@@ -300,10 +318,14 @@ class ShapeNegator {
       add(non_empty);
       return;
     }
-    // Some item fails a schema: `contains` its complement, which no Shape holds, unless that
-    // complement is empty (the schema accepts everything).
-    if (compiler_.negation_of(child(value, "/" + key, key)).empty()) return;
-    cannot(key);
+    // Some item (past prefixItems) fails the schema: `contains` its complement.
+    if (json_.contains("prefixItems")) cannot(key);
+    const SchemaNode* schema = child(value, "/" + key, key);
+    if (compiler_.negation_of(schema).empty()) return;  // the schema accepts everything
+    Shape arrays = of_types(kArrayType);
+    arrays.array.contains.push_back(SchemaSet::negation_of(schema));
+    arrays.array.contains_at = where();
+    add(arrays);
   }
 
   // not (if a then B) = a present and not B.

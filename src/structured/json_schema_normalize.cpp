@@ -205,8 +205,13 @@ class ShapeNormalizer {
     } else if (key == "uniqueItems") {
       if (!value.is_boolean()) bad_value(key, "a boolean");
       if (value.get<bool>()) local_.array.unique_items = where();
-    } else if (key == "contains" || key == "minContains" || key == "maxContains" ||
-               key == "unevaluatedItems") {
+    } else if (key == "contains") {
+      if (json_.contains("minContains") || json_.contains("maxContains")) {
+        mark_unsupported(kArrayType, json_.contains("minContains") ? "minContains" : "maxContains");
+      }
+      local_.array.contains.push_back(child_set(value, "/contains", key));
+      local_.array.contains_at = where();
+    } else if (key == "minContains" || key == "maxContains" || key == "unevaluatedItems") {
       if (key == "unevaluatedItems" && value.is_boolean() && value.get<bool>()) return;
       mark_unsupported(kArrayType, key);
     } else if (key == "properties") {

@@ -41,6 +41,7 @@ void GrammarBuilder::discover(const SchemaSet& root) {
             plan.max_items > static_cast<int64_t>(plan.prefix_items.size())) {
           visit(plan.rest_items);
         }
+        if (plan.witness_items) visit(*plan.witness_items);
       }
       if (plan.types & kObjectType) {
         for (const auto& property : plan.object.properties) visit(property.schema);
@@ -128,6 +129,21 @@ ShapePlan GrammarBuilder::plan_shape(const Shape& shape) {
       plan.rest_items = array.rest;
       plan.min_items = array.min_items;
       plan.max_items = max_items;
+      if (!array.contains.empty()) {
+        const std::string& at = *array.contains_at;
+        if (array.contains.size() > 1) {
+          SchemaCompiler::refuse_keyword("contains", at, "two contains on one array");
+        }
+        if (!array.prefix.empty()) {
+          SchemaCompiler::refuse_keyword("contains", at, "contains with prefixItems");
+        }
+        if (array.min_items > kMaxContainsBound ||
+            (max_items != kUnbounded && max_items > kMaxContainsBound)) {
+          SchemaCompiler::refuse_keyword("contains", at,
+                                         "contains with minItems/maxItems above 64");
+        }
+        plan.witness_items = array.rest.meet(array.contains[0]);
+      }
     }
   }
   if ((types & kObjectType) && !plan_object(shape.object, plan.object)) {
@@ -337,15 +353,24 @@ int64_t GrammarBuilder::writable_items(const ShapePlan& plan) const {
   return satisfiable(plan.rest_items) ? plan.max_items : prefix;
 }
 
+bool GrammarBuilder::array_satisfiable(const ShapePlan& plan) const {
+  if (plan.witness_items) {
+    // The witness, and as many other items as the bounds need.
+    const int64_t lo = std::max<int64_t>(plan.min_items, 1);
+    return satisfiable(*plan.witness_items) &&
+           (plan.max_items == kUnbounded || plan.max_items >= lo) &&
+           (lo <= 1 || satisfiable(plan.rest_items));
+  }
+  const int64_t writable = writable_items(plan);
+  return writable == kUnbounded || writable >= plan.min_items;
+}
+
 bool GrammarBuilder::shape_satisfiable(const ShapePlan& plan) const {
   if (plan.values) return !plan.values->empty();
   if (plan.types & (kNullType | kBooleanType | kIntegerType | kFractionType | kStringType)) {
     return true;
   }
-  if (plan.types & kArrayType) {
-    const int64_t writable = writable_items(plan);
-    if (writable == kUnbounded || writable >= plan.min_items) return true;
-  }
+  if ((plan.types & kArrayType) && array_satisfiable(plan)) return true;
   if (plan.types & kObjectType) {
     const ObjectPlan& object = plan.object;
     bool ok = true;

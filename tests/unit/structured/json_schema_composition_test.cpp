@@ -112,6 +112,9 @@ TEST(JsonSchemaComposition, NotAndIfThenElse) {
       "then": {"required": ["n"]}, "else": {"not": {"required": ["n"]}}})"),
                {R"({"kind":"x","n":1})", R"({"kind":"y"})", "{}"},
                {R"({"kind":"x"})", R"({"kind":"y","n":1})", R"({"n":1})"});
+  // not oneOf: none of the branches, or two of them.
+  expect_walks(parse(R"({"type": "integer", "not": {"oneOf": [{"minimum": 5}, {"maximum": 10}]}})"),
+               {"5", "10", "7"}, {"4", "11"});
   expect_refused(parse(R"({"not": {"pattern": "a"}})"), {"'pattern'", "complement"});
   expect_refused(parse(R"({"not": {"const": {"a": 1}}})"), {"'const'", "complement"});
 }

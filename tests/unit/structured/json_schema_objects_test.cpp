@@ -110,13 +110,26 @@ TEST(JsonSchemaArrays, ItemsTuplesAndCounts) {
                {"[ ]", "[\n  null,\n  null\n]"}, {"[ null , ]"}, flexible);
 }
 
-TEST(JsonSchemaArrays, UniqueItemsOnlyWhereItIsTrivialContainsIsSupported) {
+TEST(JsonSchemaArrays, UniqueItemsOnlyWhereItIsTrivialContainsAsAWitness) {
   expect_refused(parse(R"({"type": "object", "properties": {"tags": {"type": "array",
                           "uniqueItems": true}}})"),
                  {"unsupported JSON Schema keyword 'uniqueItems' at /properties/tags"});
   expect_walks(parse(R"({"type": "array", "uniqueItems": true, "maxItems": 1})"), {"[]", "[1]"},
                {"[1,2]"});
-  expect_refused(parse(R"({"type": "array", "contains": {"const": 1}})"), {"'contains'"});
+  // contains: some item satisfies it (and the items schema).
+  expect_walks(parse(R"({"type": "array", "items": {"type": "integer"},
+                         "contains": {"minimum": 5}})"),
+               {"[5]", "[1,7,2]", "[1,2,9]", "[9,1]"}, {"[]", "[1,2]", "[\"5\"]"});
+  expect_walks(parse(R"({"type": "array", "contains": {"const": 1}, "minItems": 3,
+                         "maxItems": 4})"),
+               {"[1,0,0]", "[0,0,1,0]", "[0,1,0,0]"}, {"[1,0]", "[0,0,0]", "[1,0,0,0,0]"});
+  // Its complement (items that all fail it) serves not and oneOf.
+  expect_walks(parse(R"({"type": "array", "not": {"contains": {"const": 1}}})"), {"[]", "[2,3]"},
+               {"[2,1]"});
+  expect_walks(parse(R"({"type": "array", "not": {"items": {"type": "integer"}}})"),
+               {"[1,\"a\"]", "[null]"}, {"[]", "[1,2]"});
+  expect_refused(parse(R"({"type": "array", "contains": {"const": 1}, "minContains": 2})"),
+                 {"'minContains'"});
 }
 
 }  // namespace

@@ -82,6 +82,8 @@ struct ArrayShape {
   int64_t min_items = 0;
   int64_t max_items = kUnbounded;
   std::optional<std::string> unique_items;  // uniqueItems: true, at this pointer
+  std::vector<SchemaSet> contains;          // each matched by at least one item
+  std::optional<std::string> contains_at;   // where the first `contains` is, for messages
 };
 
 struct ObjectShape {
