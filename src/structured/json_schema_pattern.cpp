@@ -2,6 +2,7 @@
 #include "structured/json_schema_pattern.h"
 
 #include <algorithm>
+#include <memory>
 #include <unordered_set>
 
 #include "util/error.h"
@@ -1061,7 +1062,7 @@ PatternNode restrict_first(const PatternNode& node, const CodePointSet& allowed,
 }
 
 struct NameTrie {
-  std::vector<std::pair<char32_t, NameTrie>> children;  // sorted by code point
+  std::vector<std::pair<char32_t, std::unique_ptr<NameTrie>>> children;  // sorted by code point
   bool terminal = false;
 };
 
@@ -1076,7 +1077,7 @@ PatternNode minus_trie(const PatternNode& language, const NameTrie& trie, Compil
     PatternNode rest = simplify_pattern(derivative(language, cp, budget));
     if (is_empty_language(rest)) continue;
     options.push_back(PatternNode::concat(
-        {PatternNode::of_set(CodePointSet::of(cp)), minus_trie(rest, child, budget)}));
+        {PatternNode::of_set(CodePointSet::of(cp)), minus_trie(rest, *child, budget)}));
   }
   options.push_back(restrict_first(language, used.complement(), budget));
   return simplify_pattern(PatternNode::alternation(std::move(options)));
@@ -1104,9 +1105,9 @@ PatternNode pattern_minus_strings(const PatternNode& simplified,
                                  [](const auto& entry, char32_t cp) { return entry.first < cp; });
       if (it == node->children.end() || it->first != step.code_point) {
         budget.charge(1, "pattern derivatives");
-        it = node->children.insert(it, {step.code_point, NameTrie{}});
+        it = node->children.insert(it, {step.code_point, std::make_unique<NameTrie>()});
       }
-      node = &it->second;
+      node = it->second.get();
     }
     node->terminal = true;
   }
