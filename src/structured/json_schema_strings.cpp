@@ -2,9 +2,11 @@
 //
 // Lengths count code points (an escape is one). A pattern or a format is a language over code
 // points (formats are written below as anchored patterns); with minLength/maxLength the length
-// bounds are pushed into its repetition counts when the pattern's shape allows it, else the
-// schema is refused. Two different patterns/formats on one string would need an intersection
-// the grammar cannot write: refused.
+// bounds are pushed into its repetition counts when the pattern's shape allows it; else, with a
+// maxLength, every open-ended repetition is capped at the largest common count (8 or more) that
+// keeps the whole within it (a sound restriction: fewer strings); else the schema is refused. Two
+// different patterns/formats on one string would need an intersection the grammar cannot write:
+// refused.
 //
 // Formats (each exactly the strings described; all are also accepted by Python jsonschema's
 // checkers, so they are sound for either reading):
@@ -293,6 +295,23 @@ std::string strings_except_regex(const std::vector<std::string>& excluded, Strin
   return strings_except(root, spelling, budget);
 }
 
+namespace {
+
+// A capped repetition below this many iterations would change the language too much: refuse.
+constexpr int64_t kMinCap = 8;
+
+// `node` with every open-ended repetition allowed at most max(min, cap) iterations.
+PatternNode cap_repetitions(const PatternNode& node, int64_t cap) {
+  PatternNode out = node;
+  for (PatternNode& child : out.children) child = cap_repetitions(child, cap);
+  if (out.kind == PatternNode::Kind::kRepeat && out.max == kUnbounded) {
+    out.max = std::max(out.min, cap);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::optional<std::string> SchemaCompiler::string_regex(const StringShape& shape,
                                                         StringSpelling spelling) {
   int64_t min_length = shape.min_length;
@@ -349,6 +368,25 @@ std::optional<std::string> SchemaCompiler::string_regex(const StringShape& shape
   const PatternNode& language = *languages[0].first;
   if (is_empty_language(language)) return std::nullopt;
   auto constrained = constrain_pattern_length(language, min_length, max_length, budget_);
+  if (!constrained && max_length != kUnbounded) {
+    // The bound cannot go into one repetition: cap every open-ended repetition at the largest
+    // common count (at least kMinCap) that keeps the whole within maxLength. A sound restriction.
+    int64_t lo = kMinCap, hi = max_length, best = -1;
+    while (lo <= hi) {
+      const int64_t cap = lo + (hi - lo) / 2;
+      budget_.charge(1, "pattern length caps");
+      const LengthRange length = pattern_length(simplify_pattern(cap_repetitions(language, cap)));
+      if (length.max != kUnbounded && length.max <= max_length) {
+        best = cap, lo = cap + 1;
+      } else {
+        hi = cap - 1;
+      }
+    }
+    if (best >= 0) {
+      constrained = constrain_pattern_length(simplify_pattern(cap_repetitions(language, best)),
+                                             min_length, max_length, budget_);
+    }
+  }
   if (!constrained) {
     const Sourced& source = *languages[0].second;
     refuse_keyword(source.keyword, source.pointer,

@@ -56,7 +56,12 @@ TEST(JsonSchemaStrings, PatternsWithLengthsAreCombinedOrRefused) {
   // Already within the bounds: the lengths change nothing.
   expect_walks(parse(R"({"type": "string", "pattern": "^[0-9]{5}$", "maxLength": 10})"),
                {R"("12345")"}, {R"("1234")"});
+  // Two open-ended parts: each is capped at the largest common count within the bound.
+  expect_walks(parse(R"({"type": "string", "pattern": "^a+b+$", "maxLength": 20})"),
+               {R"("ab")", R"("aaaaaaaaaabbbbbbbbbb")"}, {R"("aaaaaaaaaaabbbbbbbbb")", R"("ba")"});
   expect_refused(parse(R"({"type": "string", "pattern": "^a+b+$", "maxLength": 5})"),
+                 {"'pattern'", "minLength/maxLength"});
+  expect_refused(parse(R"({"type": "string", "pattern": "^a+b+$", "minLength": 5})"),
                  {"'pattern'", "minLength/maxLength"});
 }
 
