@@ -143,6 +143,13 @@ bool SchemaCompiler::admits(const Shape& shape, const Json& value, int depth) {
       for (const std::string& name : object.required) {
         if (!value.contains(name)) return false;
       }
+      for (const auto& inside : object.some_name_outside) {
+        bool found = false;
+        for (auto it = value.begin(); it != value.end() && !found; ++it) {
+          found = std::find(inside.begin(), inside.end(), it.key()) == inside.end();
+        }
+        if (!found) return false;
+      }
       for (auto it = value.begin(); it != value.end(); ++it) {
         for (const SchemaSet& names : object.property_names) {
           if (!admits(names, Json(it.key()), depth + 1)) return false;

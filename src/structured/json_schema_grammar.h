@@ -73,6 +73,8 @@ class GrammarBuilder {
  private:
   // json_schema_plan.cpp
   void discover(const SchemaSet& root);
+  // A Shape whose objects need a name outside given lists, as Shapes without that need.
+  std::vector<Shape> expand_name_requirements(const Shape& shape);
   ShapePlan plan_shape(const Shape& shape);
   bool plan_object(const ObjectShape& object, ObjectPlan& plan);
   void solve_satisfiability();

@@ -170,6 +170,11 @@ std::optional<Shape> SchemaCompiler::meet(const Shape& a, const Shape& b) {
   out.object.property_names = p.property_names;
   out.object.property_names.insert(out.object.property_names.end(), q.property_names.begin(),
                                    q.property_names.end());
+  out.object.some_name_outside = p.some_name_outside;
+  out.object.some_name_outside.insert(out.object.some_name_outside.end(),
+                                      q.some_name_outside.begin(), q.some_name_outside.end());
+  out.object.some_name_outside_at =
+      p.some_name_outside_at.empty() ? q.some_name_outside_at : p.some_name_outside_at;
   out.object.min_properties = std::max(p.min_properties, q.min_properties);
   out.object.max_properties = min_bound(p.max_properties, q.max_properties);
 

@@ -167,7 +167,19 @@ class ShapeNegator {
       }
     } else if (key == "additionalProperties") {
       if (value.is_boolean() && value.get<bool>()) return;
-      cannot(key);
+      // `false`: some name the schema does not declare is present.
+      if (!value.is_boolean() || json_.contains("patternProperties")) cannot(key);
+      Shape objects = of_types(kObjectType);
+      std::vector<std::string> declared;
+      auto properties = json_.find("properties");
+      if (properties != json_.end() && properties->is_object()) {
+        for (auto it = properties->begin(); it != properties->end(); ++it) {
+          declared.push_back(it.key());
+        }
+      }
+      objects.object.some_name_outside.push_back(std::move(declared));
+      objects.object.some_name_outside_at = where();
+      add(objects);
     } else if (key == "dependentRequired" || key == "dependentSchemas" || key == "dependencies") {
       negate_dependencies(key, value);
     } else if (key == "allOf") {

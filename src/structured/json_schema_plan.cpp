@@ -22,6 +22,53 @@ bool contains(const std::vector<std::string>& names, const std::string& name) {
 
 }  // namespace
 
+std::vector<Shape> GrammarBuilder::expand_name_requirements(const Shape& shape) {
+  const ObjectShape& object = shape.object;
+  if (object.some_name_outside.empty() || !(shape.types & kObjectType)) return {shape};
+  // Non-objects are untouched; objects need, per list, one of their declared names outside it.
+  // That is only writable when the object has no other names: then the candidates are its
+  // declared names outside the list, taken in order (the i-th present, the earlier ones absent).
+  std::vector<Shape> out;
+  if (shape.types != kObjectType) {
+    Shape others = shape;
+    others.types &= static_cast<uint8_t>(~kObjectType);
+    out.push_back(std::move(others));
+  }
+  if (!object.additional.never || !object.pattern_properties.empty()) {
+    SchemaCompiler::refuse_keyword("additionalProperties", object.some_name_outside_at,
+                                   "its complement (some other name is present) is supported "
+                                   "only where the object has no other names");
+  }
+  Shape objects = shape;
+  objects.types = kObjectType;
+  objects.object.some_name_outside.clear();
+  std::vector<Shape> variants{objects};
+  for (const auto& inside : object.some_name_outside) {
+    std::vector<std::string> candidates;
+    for (const auto& property : object.properties) {
+      if (!property.schema.never &&
+          std::find(inside.begin(), inside.end(), property.name) == inside.end()) {
+        candidates.push_back(property.name);
+      }
+    }
+    std::vector<Shape> next;
+    for (const Shape& variant : variants) {
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        compiler_.budget().charge(1, "JSON Schema alternatives");
+        Shape chosen = variant;
+        chosen.object.required.push_back(candidates[i]);
+        for (size_t j = 0; j < i; ++j) {
+          chosen.object.properties.push_back({candidates[j], SchemaSet::none()});
+        }
+        next.push_back(std::move(chosen));
+      }
+    }
+    variants = std::move(next);
+  }
+  out.insert(out.end(), variants.begin(), variants.end());
+  return out;
+}
+
 void GrammarBuilder::discover(const SchemaSet& root) {
   sets_.emplace(root, SetPlan{});
   order_.push_back(root);
@@ -32,7 +79,11 @@ void GrammarBuilder::discover(const SchemaSet& root) {
     const SchemaSet set = order_[i];  // a copy: order_ grows below
     compiler_.budget().charge(1, "JSON Schema grammar rules");
     std::vector<ShapePlan> plans;
-    for (const Shape& shape : compiler_.shapes_of(set)) plans.push_back(plan_shape(shape));
+    for (const Shape& shape : compiler_.shapes_of(set)) {
+      for (const Shape& variant : expand_name_requirements(shape)) {
+        plans.push_back(plan_shape(variant));
+      }
+    }
     for (const ShapePlan& plan : plans) {
       if (plan.values) continue;
       if (plan.types & kArrayType) {

@@ -92,6 +92,12 @@ TEST(JsonSchemaComposition, OneOfDisjointBranchesOrComplementsOverlapping) {
     const bool in_a = v >= 0 && v <= 10, in_b = v >= 5 && v <= 20;
     EXPECT_EQ(ranges.accepts(std::to_string(v)), in_a != in_b) << v;
   }
+  // Overlapping closed objects ({} matches both): each needs one of its own names.
+  expect_walks(parse(R"({"oneOf": [
+      {"type": "object", "additionalProperties": false, "properties": {"foo": {"type": "string"}}},
+      {"type": "object", "additionalProperties": false, "properties": {"bar": {"type": "string"}}}
+      ]})"),
+               {R"({"foo":"x"})", R"({"bar":"y"})"}, {"{}", R"({"foo":"x","bar":"y"})"});
   expect_refused(parse(R"({"type": "string", "oneOf": [{"pattern": "a"}, {"pattern": "b"}]})"),
                  {"unsupported JSON Schema keyword 'oneOf' at /", "complement"});
 }

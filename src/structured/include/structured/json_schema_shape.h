@@ -102,6 +102,9 @@ struct ObjectShape {
   std::vector<SchemaSet> property_names;  // every name satisfies each
   int64_t min_properties = 0;
   int64_t max_properties = kUnbounded;
+  // From `not: {additionalProperties: false}`: for each list, some name outside it is present.
+  std::vector<std::vector<std::string>> some_name_outside;
+  std::string some_name_outside_at;  // where, for messages
 };
 
 struct Shape {
