@@ -16,6 +16,7 @@
 //   uuid       RFC 4122 text: 8-4-4-4-12 hex digits, either case
 //   email      RFC 5321 Mailbox in its common form: a dot-atom local part, '@', a domain of
 //              letter-digit-hyphen labels (no quoted local parts, no address literals)
+//   idn-email  the same with RFC 6531 non-ASCII characters in the local part
 //   ipv4       RFC 2673 dotted-quad: four decimal 0-255 without leading zeros
 //   ipv6       RFC 4291 section 2.2 text forms (with ::, with a dotted-quad tail), no zone id
 //   uri, uri-reference      RFC 3986 URI and URI-reference
@@ -152,8 +153,12 @@ std::string format_source(const std::string& name) {
   if (name == "uuid") {
     return "^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$";
   }
-  if (name == "email") {
-    const std::string atext = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~\\-]+";
+  if (name == "email" || name == "idn-email") {
+    // idn-email (RFC 6531): non-ASCII characters in the local part too; the domain stays in
+    // its ASCII form (a subset of internationalized domains).
+    const std::string atext = name == "email"
+                                  ? "[A-Za-z0-9!#$%&'*+/=?^_`{|}~\\-]+"
+                                  : "[A-Za-z0-9!#$%&'*+/=?^_`{|}~\\-\\u0080-\\u{10FFFF}]+";
     const std::string label = "[A-Za-z0-9](?:[A-Za-z0-9\\-]{0,61}[A-Za-z0-9])?";
     return "^" + atext + "(?:\\." + atext + ")*@" + label + "(?:\\." + label + ")*$";
   }
@@ -194,11 +199,12 @@ const PatternNode* SchemaCompiler::format_pattern(const Sourced& format) {
   const std::string source = format_source(format.text);
   if (source.empty()) {
     if (options_.ignore_unknown_formats) return nullptr;
-    refuse_keyword("format", format.pointer,
-                   "the format '" + format.text +
-                       "' is not supported (date, time, date-time, duration, uuid, email, ipv4, "
-                       "ipv6, hostname, uri, uri-reference, iri, iri-reference, json-pointer and "
-                       "relative-json-pointer are)");
+    refuse_keyword(
+        "format", format.pointer,
+        "the format '" + format.text +
+            "' is not supported (date, time, date-time, duration, uuid, email, idn-email, "
+            "ipv4, ipv6, hostname, uri, uri-reference, iri, iri-reference, json-pointer and "
+            "relative-json-pointer are)");
   }
   auto node = std::make_unique<PatternNode>(simplify_pattern(parse_pattern(source, budget_)));
   return formats_.emplace(format.text, std::move(node)).first->second.get();

@@ -111,6 +111,8 @@ TEST(JsonSchemaStrings, NetworkFormats) {
   expect_walks(parse(R"({"format": "email", "type": "string"})"),
                {R"("a.b+c@example.com")", R"("x@y")"},
                {R"("a@")", R"("@b.c")", R"("a..b@c.d")", R"("a b@c.d")", R"("a@-b.c")"});
+  expect_walks(parse(R"({"format": "idn-email", "type": "string"})"),
+               {R"("jos\u00e9@example.com")", "\"josé@example.com\""}, {R"("josé")"});
   expect_walks(parse(R"({"format": "hostname", "type": "string"})"),
                {R"("example.com")", R"("1a-b.c1")", R"("localhost")"},
                {R"("-a.com")", R"("a-.com")", R"("a..b")", R"("a.b.")", R"("1.2.3.4")"});
