@@ -325,6 +325,7 @@ class ShapeNormalizer {
   // if/then/else: (if and then) or (not if and else); a missing then/else is `true`.
   void apply_if(const Json& condition) {
     if (!condition.is_object() && !condition.is_boolean()) bad_value("if", "a schema");
+    if (!json_.contains("then") && !json_.contains("else")) return;  // constrains nothing
     const SchemaNode* if_node = child(condition, "/if");
     std::vector<Shape> when_true = compiler_.shapes_of(if_node);
     std::vector<Shape> when_false = compiler_.negation_of(if_node);
