@@ -24,7 +24,8 @@ How llguidance is driven (one thread; RAYON_NUM_THREADS=1):
              Python encoder (approximate; the report says which). Either way every row's bytes
              and special status are checked against ours and differences reported.
   compile    LLMatcher.grammar_from_json_schema(schema text) with llguidance's defaults (flexible
-             whitespace, no coerce_one_of, not lenient) + LLMatcher(tokenizer, grammar), timed
+             whitespace unless --whitespace compact, which both sides then follow; no
+             coerce_one_of, not lenient) + LLMatcher(tokenizer, grammar), timed
              together (perf_counter_ns); is_error() after that is a refusal, grouped by keyword.
   walk       a deep copy of the compiled matcher per instance; before each token one
              unsafe_compute_mask_ptr into a preallocated bitmask, timed alone (the pyo3 call
@@ -152,6 +153,8 @@ def run_ours(args, workdir):
         cmd += ["--limit", str(args.limit)]
     if args.cache_dir:
         cmd += ["--cache-dir", args.cache_dir]
+    if args.whitespace != "flexible":
+        cmd += ["--whitespace", args.whitespace]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out), vocab, walks
 
@@ -230,7 +233,7 @@ def build_tokenizer(vocab):
     return tok, how, wrapped, seconds, mismatches
 
 
-def run_theirs(tok, walks_path):
+def run_theirs(tok, walks_path, options):
     n_words = (tok.vocab_size + 31) // 32
     buf = (ctypes.c_uint32 * n_words)()
     addr, nbytes = ctypes.addressof(buf), ctypes.sizeof(buf)
@@ -254,7 +257,7 @@ def run_theirs(tok, walks_path):
         t0 = clock()
         error = None
         try:
-            grammar = LLMatcher.grammar_from_json_schema(schema_text)
+            grammar = LLMatcher.grammar_from_json_schema(schema_text, defaults=options)
             matcher0 = LLMatcher(tok, grammar, log_level=0)
             if matcher0.is_error():
                 error = matcher0.get_error()
@@ -332,6 +335,8 @@ def main():
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--cache-dir", default="")
     ap.add_argument("--keep", default="", help="directory to keep the dumps in")
+    ap.add_argument("--whitespace", choices=("flexible", "compact"), default="flexible",
+                    help="JSON whitespace both grammars allow (default flexible: both defaults)")
     args = ap.parse_args()
 
     workdir = args.keep or tempfile.mkdtemp(prefix="structured-peer-")
@@ -342,7 +347,8 @@ def main():
     with open(vocab_path) as f:
         vocab = json.load(f)
     tok, tok_how, wrapped, tok_s, tok_mismatches = build_tokenizer(vocab)
-    theirs, per_schema, records = run_theirs(tok, walks_path)
+    llg_options = {"whitespace_flexible": args.whitespace == "flexible"}
+    theirs, per_schema, records = run_theirs(tok, walks_path, llg_options)
     load["after_theirs"] = load_1m()
     if not args.keep:
         for p in (vocab_path, walks_path):
@@ -441,8 +447,9 @@ def main():
             "stop_token_ids": vocab["stop_token_ids"],
             "walks": "the token ids bench-structured walked (its serialization: "
                      + ours.get("serialization", "?") + ")",
-            "llguidance_json_options": "defaults (flexible whitespace, coerce_one_of off, "
-                                       "lenient off)",
+            "whitespace": args.whitespace,
+            "llguidance_json_options": f"defaults={llg_options} (else llguidance's defaults: "
+                                       "coerce_one_of off, lenient off)",
             "llguidance_tokenizer": tok_how + "; default slices; EOS = our stop tokens",
         },
         "ours": ours,

@@ -6,9 +6,9 @@
 // The corpus (default $LLMS_SHARED_DATA_DIR/jsonschema-corpus.jsonl, else
 // /work/shared/data/jsonschema-corpus.jsonl) has one JSON object a line: {"id", "schema",
 // "tests": [{"valid", "data"}, ...]}. For each schema, on one thread:
-//   compile   json_schema_to_grammar (default JsonSchemaOptions: flexible whitespace) and
-//             compile_grammar under the server's default CompileBudget, timed together; a
-//             refusal is grouped by the keyword its message names.
+//   compile   json_schema_to_grammar (default JsonSchemaOptions: flexible whitespace; none at
+//             all with --whitespace compact) and compile_grammar under the server's default
+//             CompileBudget, timed together; a refusal is grouped by the keyword it names.
 //   walk      each instance (valid and invalid) written as order_keys_like_grammar(schema, data)
 //             .dump(): compact (no whitespace at all), keys in the grammar's order, raw UTF-8, the
 //             short escapes and \u00xx for other control characters, nlohmann's number spelling;
@@ -77,6 +77,7 @@ struct BenchStructuredOptions {
   bool as_json = false;
   bool no_apply = false;
   bool per_schema = false;
+  std::string whitespace = "flexible";
   std::string dump_vocab;
   std::string dump_walks;
 };
@@ -487,7 +488,12 @@ int bench_structured(const BenchStructuredOptions& opts) {
   Bench bench(index, static_cast<int32_t>(n_rows));
   Totals& totals = bench.totals();
   const tokenizer::EncodeOptions user_text{.add_special = false, .parse_special = false};
-  const structured::JsonSchemaOptions schema_options;
+  structured::JsonSchemaOptions schema_options;
+  if (opts.whitespace == "compact") {
+    schema_options.whitespace = structured::JsonSchemaOptions::Whitespace::kCompact;
+  } else if (opts.whitespace != "flexible") {
+    throw Error(Error::Kind::kInvalidArgument, "--whitespace must be flexible or compact");
+  }
   int n_schemas = 0, n_compiled = 0, n_refused = 0;
   int n_valid = 0, n_valid_accepted = 0, n_invalid = 0, n_invalid_rejected = 0;
   int n_not_walked = 0;
@@ -662,7 +668,9 @@ int bench_structured(const BenchStructuredOptions& opts) {
                          {"stop_token_ids", std::vector<int32_t>(index->stop_token_ids().begin(),
                                                                  index->stop_token_ids().end())},
                          {"index_build_ms", index_ms}};
-  r["schema_options"] = "JsonSchemaOptions{} (flexible whitespace, at most 20 bytes a run)";
+  r["schema_options"] = opts.whitespace == "compact"
+                            ? "JsonSchemaOptions{} with compact whitespace (none at all)"
+                            : "JsonSchemaOptions{} (flexible whitespace, at most 20 bytes a run)";
   r["compile_limits"] = "CompileLimits{} (1 s, 2,000,000 work units), as the server";
   r["serialization"] = kSerialization;
   Json by_keyword = Json::object();
@@ -738,6 +746,8 @@ void add_bench_structured_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--json", opts->as_json, "Print JSON");
   cmd->add_flag("--no-apply", opts->no_apply,
                 "Skip the second pass that times applying masks to a logits row");
+  cmd->add_option("--whitespace", opts->whitespace,
+                  "Grammar whitespace: flexible (the default options, as the server) or compact");
   cmd->add_flag("--per-schema", opts->per_schema, "Report compile and mask time per schema");
   cmd->add_option("--cache-dir", opts->cache_dir, "Cache root for registered models");
   // For tools/structured_peer_bench.py: the same vocabulary and token walks for llguidance.

@@ -5,7 +5,8 @@ Usage: bench_structured_check.py LLMSERVE MODEL CORPUS WORKDIR
 The corpus has three schemas of our own: a person object (bounded string and integer, a
 pattern, an enum array, no additional properties), a recursive tree through $ref, and an array
 with uniqueItems (refused). The report's counts must be exactly these; the hidden dumps for the
-peer benchmark must hold the same walks, and each walk's token bytes must spell its text.
+peer benchmark must hold the same walks, and each walk's token bytes must spell its text; the
+same counts with --whitespace compact.
 Timings are printed by the command but never checked.
 """
 
@@ -64,6 +65,15 @@ def main():
     assert verdicts[12:] == [(True, None), (False, None)], verdicts
     # The person's keys come out in the schema's order whatever order the instance had.
     assert records[0]["walks"][1]["text"] == '{"name":"Bo","age":5,"email":"bo@example.com"}'
+
+    # Grammars without whitespace accept and reject the same compact texts.
+    compact = json.loads(subprocess.run(
+        [llmserve, "bench-structured", "-m", model, "--corpus", corpus, "--json", "--no-apply",
+         "--whitespace", "compact"], check=True, capture_output=True, text=True).stdout)
+    assert "compact" in compact["schema_options"], compact["schema_options"]
+    assert "apply" not in compact, compact
+    for key in ("valid", "invalid", "schemas", "tokens_walked", "masks"):
+        assert compact[key] == r[key], (key, compact[key], r[key])
     print("bench-structured json ok")
 
 
