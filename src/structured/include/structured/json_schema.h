@@ -9,9 +9,11 @@
 //
 // How values are written (a valid value written otherwise is rejected; all of these are sound
 // restrictions, never relaxations):
-//   - objects: the properties in the order of the schema's `properties` (after merging allOf: the
-//     schema's own first, then each branch's in order), optional ones skipped, then additional
-//     properties; an `enum`/`const` object in its own key order.
+//   - objects: the properties in the order of the schema's `properties` (after merging allOf and
+//     $ref: the schema object's own first, then each subschema's new names in document order),
+//     optional ones skipped, then names required but not declared, then other names (additional
+//     or pattern properties); an `enum`/`const` object in its own key order.
+//   - whitespace: per `whitespace`, between tokens only, never before or after the root value.
 //   - strings with minLength/maxLength, enum/const strings and declared property names: one
 //     spelling per character, the canonical one (raw UTF-8, the short escapes \" \\ \b \f \n \r
 //     \t, \u00XX in lowercase for other control characters); other property names: raw, \" or
