@@ -120,15 +120,16 @@ void DraftModelProposer::add_candidates(std::span<const float> row, int32_t pare
   double sum = 0.0;
   for (const float v : r) sum += std::exp(static_cast<double>(v - max));
   const auto log_z = static_cast<float>(max + std::log(sum));
-  const Candidate* p = parent >= 0 ? &w.candidates[static_cast<size_t>(parent)] : nullptr;
+  // The parent's values, copied: pushing candidates may move the vector.
+  const float parent_score = parent >= 0 ? w.candidates[static_cast<size_t>(parent)].score : 0.0f;
+  const int32_t parent_depth = parent >= 0 ? w.candidates[static_cast<size_t>(parent)].depth : 0;
   for (int32_t i = 0; i < n_top; ++i) {
     Candidate c;
     c.token = top[static_cast<size_t>(i)].second;
     c.parent = parent;
     // min(): a rounding log_z must not let a child outscore its parent.
-    c.score = std::min(p ? p->score : 0.0f,
-                       (p ? p->score : 0.0f) + (top[static_cast<size_t>(i)].first - log_z));
-    c.depth = p ? p->depth + 1 : 1;
+    c.score = std::min(parent_score, parent_score + (top[static_cast<size_t>(i)].first - log_z));
+    c.depth = parent_depth + 1;
     w.candidates.push_back(c);
   }
 }
