@@ -1,7 +1,9 @@
 // structured/json_schema: JSON Schema -> grammar text (the format of docs/STRUCTURED.md).
 //
 // Contract: the grammar's `root` matches a JSON text only if the schema accepts the value it
-// denotes (soundness is absolute). It matches every valid value written the way the options say
+// denotes (soundness is absolute; the one caveat: a text repeating a name among an object's
+// additional properties counts it twice for minProperties, where parsers keep one value). It
+// matches every valid value written the way the options say
 // (whitespace, key order, number and string spellings below), except the documented gaps. A
 // keyword that cannot be enforced exactly is refused with llms::Error(kInvalidArgument) naming the
 // keyword and its JSON pointer ("unsupported JSON Schema keyword 'uniqueItems' at /properties/x");
