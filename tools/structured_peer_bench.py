@@ -29,7 +29,8 @@ How llguidance is driven (one thread; RAYON_NUM_THREADS=1):
              together (perf_counter_ns); is_error() after that is a refusal, grouped by keyword.
   walk       a deep copy of the compiled matcher per instance; before each token one
              unsafe_compute_mask_ptr into a preallocated bitmask, timed alone (the pyo3 call
-             included, about a microsecond); the token's bit decides; consume_token when set.
+             included, about a microsecond; also in thread CPU time, as bench-structured does);
+             the token's bit decides; consume_token when set.
              After the last token one more mask: accepted iff every token was allowed and
              is_accepting(), and then an EOS bit must be set.
 Ratios are ours / theirs: below 1 means llmserve is faster (or refuses fewer). Mask figures are
@@ -239,9 +240,10 @@ def run_theirs(tok, walks_path, options):
     addr, nbytes = ctypes.addressof(buf), ctypes.sizeof(buf)
     stops = tok.eos_tokens
     clock = time.perf_counter_ns
+    cpu_clock = time.thread_time_ns
 
     res = {
-        "compile_ms": [], "mask_us": [], "refusals": {}, "refused_list": [],
+        "compile_ms": [], "mask_us": [], "mask_cpu_us": [], "refusals": {}, "refused_list": [],
         "valid_total": 0, "valid_accepted": 0, "valid_rejected": [],
         "invalid_total": 0, "invalid_rejected": 0, "invalid_accepted": [],
         "consume_failures": 0, "eos_not_allowed_at_end": 0, "tokens_walked": 0,
@@ -281,11 +283,15 @@ def run_theirs(tok, walks_path, options):
             accepted = False
             rejected_at = None
             times = []
+            cpu_times = []
             for i in range(len(tokens) + 1):
+                c0 = cpu_clock()
                 t0 = clock()
                 compute(addr, nbytes)
                 t1 = clock()
+                c1 = cpu_clock()
                 times.append((t1 - t0) / 1e3)
+                cpu_times.append((c1 - c0) / 1e3)
                 if i == len(tokens):
                     accepted = m.is_accepting()
                     if accepted and not any((buf[s >> 5] >> (s & 31)) & 1 for s in stops):
@@ -303,6 +309,7 @@ def run_theirs(tok, walks_path, options):
                     break
                 res["tokens_walked"] += 1
             res["mask_us"].extend(times)
+            res["mask_cpu_us"].extend(cpu_times)
             entry["mask_us"].extend(times)
             entry["verdicts"][w["index"]] = accepted
             if w["valid"]:
@@ -364,6 +371,7 @@ def main():
         "masks": len(theirs["mask_us"]),
         "tokens_walked": theirs["tokens_walked"],
         "mask_us": summarize(theirs["mask_us"]),
+        "mask_thread_cpu_us": summarize(theirs["mask_cpu_us"]),
         "valid": {"total": theirs["valid_total"], "accepted": theirs["valid_accepted"],
                   "rejected": theirs["valid_rejected"]},
         "invalid": {"total": theirs["invalid_total"], "rejected": theirs["invalid_rejected"],
@@ -400,16 +408,21 @@ def main():
     both_refused = sum(1 for r in records
                        if r["ours"].get("compile_ms") is None and not per_schema[r["id"]]["compiled"])
 
-    def ratios(o_mask, t_mask, o_comp, t_comp):
-        return {"mask_mean": ratio(o_mask.get("mean", 0), t_mask.get("mean", 0)),
-                "mask_p99": ratio(o_mask.get("p99", 0), t_mask.get("p99", 0)),
-                "compile_p99": ratio(o_comp.get("p99", 0), t_comp.get("p99", 0))}
+    def ratios(o_mask, t_mask, o_comp, t_comp, o_cpu=None, t_cpu=None):
+        out = {"mask_mean": ratio(o_mask.get("mean", 0), t_mask.get("mean", 0)),
+               "mask_p99": ratio(o_mask.get("p99", 0), t_mask.get("p99", 0)),
+               "compile_p99": ratio(o_comp.get("p99", 0), t_comp.get("p99", 0))}
+        if o_cpu and t_cpu:
+            out["mask_thread_cpu_mean"] = ratio(o_cpu.get("mean", 0), t_cpu.get("mean", 0))
+            out["mask_thread_cpu_p99"] = ratio(o_cpu.get("p99", 0), t_cpu.get("p99", 0))
+        return out
 
     cm_o, cm_t = summarize(common_ours_mask), summarize(common_theirs_mask)
     cc_o, cc_t = summarize(common_ours_compile), summarize(common_theirs_compile)
     comparison = {
         "note": "ratios are ours / theirs (below 1: llmserve faster or refusing fewer)",
-        "all_walks": ratios(ours["mask_us"], llg["mask_us"], ours["compile_ms"], llg["compile_ms"]),
+        "all_walks": ratios(ours["mask_us"], llg["mask_us"], ours["compile_ms"], llg["compile_ms"],
+                            ours.get("mask_thread_cpu_us"), llg["mask_thread_cpu_us"]),
         "refused": {"ours": ours_refused, "llguidance": theirs_refused, "both": both_refused,
                     "ratio": ratio(ours_refused, theirs_refused)},
         "invalid_accepted": {"ours": len(ours["invalid"]["accepted_soundness_failures"]),
