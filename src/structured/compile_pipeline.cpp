@@ -217,8 +217,9 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
       gained.pop_back();
       std::vector<std::pair<size_t, int32_t>> resumed = std::move(waiting[callee]);
       waiting[callee].clear();
-      for (const auto& [r, code] : resumed) {
-        for_each_target(dfas[r], code, [&](int32_t t) {
+      for (const auto& waiter : resumed) {
+        const size_t r = waiter.first;  // a named variable: clang 14 cannot capture a binding
+        for_each_target(dfas[r], waiter.second, [&](int32_t t) {
           if (!seen[r][static_cast<size_t>(t)]) {
             seen[r][static_cast<size_t>(t)] = 1;
             stack.push_back(t);
