@@ -17,6 +17,7 @@
 #include "dfa.h"
 #include "earley.h"
 #include "nfa.h"
+#include "token_trie.h"
 #include "util/error.h"
 
 namespace llms::structured {
@@ -218,7 +219,7 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
       std::vector<std::pair<size_t, int32_t>> resumed = std::move(waiting[callee]);
       waiting[callee].clear();
       for (const auto& waiter : resumed) {
-        const size_t r = waiter.first;  // a named variable: clang 14 cannot capture a binding
+        const size_t r = waiter.first;
         for_each_target(dfas[r], waiter.second, [&](int32_t t) {
           if (!seen[r][static_cast<size_t>(t)]) {
             seen[r][static_cast<size_t>(t)] = 1;
@@ -266,6 +267,7 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
 
   // Global numbering of live states, regions and guarded moves.
   auto g = std::make_shared<CompiledGrammar>();
+  g->max_token_bytes = index->trie().max_depth();
   g->index = std::move(index);
   g->byte_class = classes.of;
   g->n_classes = n_classes;

@@ -134,6 +134,19 @@ class CompiledGrammar {
     return std::min(count + added, region.min > 0 ? region.min - 1 : 0);
   }
 
+  // The part of an item's count that its masks depend on: 0 outside counted regions, else the
+  // iterations still needed before an exit and still allowed, each capped past the longest
+  // token (within one token a count grows by at most the token's byte length).
+  uint32_t count_key(int32_t state, int32_t count) const {
+    const int32_t r = state_region[static_cast<size_t>(state)];
+    if (r < 0) return 0;
+    const int32_t cap = max_token_bytes + 1;
+    const RegionInfo& region = regions[static_cast<size_t>(r)];
+    const int32_t need = std::min(std::max(0, region.min - 1 - count), cap);
+    const int32_t room = region.max == kUnbounded ? cap : std::min(region.max - 1 - count, cap);
+    return static_cast<uint32_t>(need) << 16 | static_cast<uint32_t>(room);
+  }
+
   // What `state` decides alone for an item of count `count`. Lazily computed and cached (per
   // state, and for states in a counted region per abstracted count: within one token the count
   // grows by at most the token's length, so counts far from both bounds behave alike); safe to
@@ -142,6 +155,7 @@ class CompiledGrammar {
   void init_mask_cache();  // once n_states is final
 
   std::shared_ptr<const TokenIndex> index;
+  int32_t max_token_bytes = 0;  // the index's longest text token
   std::array<uint8_t, 256> byte_class{};
   int32_t n_classes = 1;
   int32_t n_states = 0;

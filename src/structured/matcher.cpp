@@ -38,7 +38,29 @@ struct Matcher::State {
   int32_t n_steps = 0;
   EarleyBuilder builder;
   std::unique_ptr<MaskWalker> walker;  // scratch, made on first use, never copied
+
+  // The last mask and the set it was computed for (held, so the origin addresses in its
+  // signature stay unique). Never copied: a fork recomputes.
+  std::shared_ptr<const EarleySet> cached_set;
+  std::vector<std::tuple<int32_t, uint32_t, const EarleySet*>> cached_signature;
+  std::vector<uint32_t> cached_words;
 };
+
+namespace {
+
+// What a set's mask depends on: its items' states, count keys and origins (this set itself
+// written as nullptr), in a canonical order.
+void set_signature(const CompiledGrammar& g, const EarleySet& set,
+                   std::vector<std::tuple<int32_t, uint32_t, const EarleySet*>>& out) {
+  out.clear();
+  for (const EarleyItem& item : set.items) {
+    out.emplace_back(item.state, g.count_key(item.state, item.count),
+                     item.origin == &set ? nullptr : item.origin);
+  }
+  std::sort(out.begin(), out.end());
+}
+
+}  // namespace
 
 Matcher::Matcher(std::shared_ptr<const CompiledGrammar> grammar) : grammar_(std::move(grammar)) {
   if (!grammar_) throw Error(Error::Kind::kInvalidArgument, "Matcher: no grammar");
@@ -71,14 +93,25 @@ void Matcher::fill_mask(std::span<uint32_t> words) {
                     std::to_string(index.n_mask_words()) + ")");
   }
   std::fill(words.begin(), words.end(), 0u);
-  const State::Step& now = state_->current();
+  State& s = *state_;
+  const State::Step& now = s.current();
   if (now.stopped) return;
-  if (!state_->walker) state_->walker = std::make_unique<MaskWalker>(*grammar_);
-  state_->walker->fill(*now.set, words);
+  // Inside a long string consecutive positions usually have the same signature: reuse the mask.
+  thread_local std::vector<std::tuple<int32_t, uint32_t, const EarleySet*>> signature;
+  set_signature(*grammar_, *now.set, signature);
+  if (s.cached_set && signature == s.cached_signature) {
+    std::copy(s.cached_words.begin(), s.cached_words.end(), words.begin());
+    return;
+  }
+  if (!s.walker) s.walker = std::make_unique<MaskWalker>(*grammar_);
+  s.walker->fill(*now.set, words);
   if (is_accepting_set(*grammar_, *now.set)) {
     for (int32_t id : index.stop_token_ids())
       words[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
   }
+  s.cached_set = now.set;
+  s.cached_signature = signature;
+  s.cached_words.assign(words.begin(), words.end());
 }
 
 bool Matcher::accept_token(int32_t id) {

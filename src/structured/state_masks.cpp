@@ -227,15 +227,9 @@ const StateMaskInfo& CompiledGrammar::mask_info(int32_t state, int32_t count) co
     }
     return *expected;  // another thread published first; ours is dropped
   }
-  // Within one token the count grows by at most its byte length (bodies are not empty).
-  const int32_t cap = index->trie().max_depth() + 1;
-  const RegionInfo& region = regions[static_cast<size_t>(r)];
-  CountKey key;
-  key.need = std::min(std::max(0, region.min - 1 - count), cap);
-  key.room = region.max == kUnbounded ? cap : std::min(region.max - 1 - count, cap);
-  const uint64_t packed = static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32 |
-                          static_cast<uint64_t>(static_cast<uint32_t>(key.need)) << 16 |
-                          static_cast<uint64_t>(static_cast<uint32_t>(key.room));
+  const uint32_t key_bits = count_key(state, count);
+  const CountKey key{static_cast<int32_t>(key_bits >> 16), static_cast<int32_t>(key_bits & 0xFFFF)};
+  const uint64_t packed = static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32 | key_bits;
   {
     std::shared_lock lock(counted_mutex_);
     auto it = counted_infos_.find(packed);
