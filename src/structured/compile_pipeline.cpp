@@ -1,8 +1,7 @@
 // structured/compile_pipeline: a parsed Grammar linked into a CompiledGrammar.
 //
 // Steps: choose the callable rules (nfa.h), build one automaton per callable rule over byte
-// classes shared by all (a repetition whose counting conflicts is expanded and the rule
-// rebuilt), then make the automaton exact for masking:
+// classes shared by all, then make the automaton exact for masking:
 // - productive rules (derive some string) by fixpoint; calls of unproductive rules are dropped,
 //   so a rule that can derive nothing never makes a dead prefix look viable;
 // - nullable rules by fixpoint (the Earley closure advances callers of nullable rules at once);
@@ -29,36 +28,42 @@ void for_each_target(const Dfa& dfa, int32_t code, Fn&& fn) {
   if (code >= 0) {
     fn(code);
   } else if (code != kNoMove) {
-    for (int32_t t : dfa.guarded[guarded_index(code)].target) {
-      if (t >= 0) fn(t);
+    const GuardedMove& g = dfa.guarded[guarded_index(code)];
+    for (size_t v = 0; v < 3; ++v) {
+      for (uint32_t i = 0; i < g.size[v]; ++i) fn(dfa.move_targets[g.begin[v] + i].target);
     }
+  }
+}
+
+// Calls fn(code) for each distinct byte transition code of state s.
+template <typename Fn>
+void for_each_byte_code(const Dfa& dfa, int32_t s, Fn&& fn) {
+  for (int32_t i = dfa.byte_code_begin[static_cast<size_t>(s)];
+       i < dfa.byte_code_begin[static_cast<size_t>(s) + 1]; ++i) {
+    fn(dfa.byte_codes[static_cast<size_t>(i)]);
   }
 }
 
 // Forward search in one rule's DFA over byte edges (if use_bytes) and the calls accepted by
 // `call_ok`; returns the states reached.
 template <typename CallOk>
-std::vector<uint8_t> reach_forward(const Dfa& dfa, int32_t n_classes, bool use_bytes,
-                                   CallOk&& call_ok, CompileBudget& budget) {
+std::vector<uint8_t> reach_forward(const Dfa& dfa, bool use_bytes, CallOk&& call_ok,
+                                   CompileBudget& budget) {
   std::vector<uint8_t> seen(static_cast<size_t>(dfa.n_states), 0);
-  std::vector<int32_t> stack{0};
-  seen[0] = 1;
+  std::vector<int32_t> stack;
   auto visit = [&](int32_t t) {
     if (!seen[static_cast<size_t>(t)]) {
       seen[static_cast<size_t>(t)] = 1;
       stack.push_back(t);
     }
   };
+  for_each_target(dfa, dfa.start, visit);
   while (!stack.empty()) {
     const int32_t s = stack.back();
     stack.pop_back();
     budget.charge(1, "grammar analysis steps");
-    if (use_bytes) {
-      const size_t row = static_cast<size_t>(s) * static_cast<size_t>(n_classes);
-      for (int32_t c = 0; c < n_classes; ++c) {
-        for_each_target(dfa, dfa.next[row + static_cast<size_t>(c)], visit);
-      }
-    }
+    if (use_bytes)
+      for_each_byte_code(dfa, s, [&](int32_t code) { for_each_target(dfa, code, visit); });
     for (const auto& [rule, code] : dfa.calls[static_cast<size_t>(s)]) {
       if (call_ok(rule)) for_each_target(dfa, code, visit);
     }
@@ -68,18 +73,15 @@ std::vector<uint8_t> reach_forward(const Dfa& dfa, int32_t n_classes, bool use_b
 
 // Live states of one DFA: reachable from the start and co-reachable to a final state.
 template <typename CallOk>
-std::vector<uint8_t> live_states(const Dfa& dfa, int32_t n_classes, CallOk&& call_ok,
-                                 CompileBudget& budget) {
-  const auto forward = reach_forward(dfa, n_classes, true, call_ok, budget);
+std::vector<uint8_t> live_states(const Dfa& dfa, CallOk&& call_ok, CompileBudget& budget) {
+  const auto forward = reach_forward(dfa, true, call_ok, budget);
   // Reverse edges in one flat array (CSR): counts, offsets, then the predecessors.
   const auto n = static_cast<size_t>(dfa.n_states);
   std::vector<int32_t> offset(n + 1, 0);
   auto for_each_edge = [&](auto&& fn) {
     for (int32_t s = 0; s < dfa.n_states; ++s) {
-      const size_t row = static_cast<size_t>(s) * static_cast<size_t>(n_classes);
-      for (int32_t c = 0; c < n_classes; ++c) {
-        for_each_target(dfa, dfa.next[row + static_cast<size_t>(c)], [&](int32_t t) { fn(s, t); });
-      }
+      for_each_byte_code(
+          dfa, s, [&](int32_t code) { for_each_target(dfa, code, [&](int32_t t) { fn(s, t); }); });
       for (const auto& [callee, code] : dfa.calls[static_cast<size_t>(s)]) {
         if (call_ok(callee)) for_each_target(dfa, code, [&](int32_t t) { fn(s, t); });
       }
@@ -125,7 +127,6 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
   if (!index) throw Error(Error::Kind::kInvalidArgument, std::string(what) + ": no token index");
   const std::vector<uint8_t> callable = plan_callable_rules(grammar, budget);
   const std::vector<uint8_t> nullable_node = nullable_nodes(grammar, budget);
-  std::vector<uint8_t> expand(grammar.arena.nodes.size(), 0);
 
   // Local numbering of callable rules; call edges are renumbered below.
   std::vector<int32_t> local(grammar.rules.size(), -1);
@@ -139,23 +140,13 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
   std::vector<Nfa> nfas;
   nfas.reserve(members.size());
   for (int32_t r : members) {
-    nfas.push_back(build_rule_nfa(grammar, r, callable, nullable_node, expand, budget));
+    nfas.push_back(build_rule_nfa(grammar, r, callable, nullable_node, budget));
   }
   const ByteClasses classes = compute_byte_classes(nfas);
   std::vector<Dfa> dfas;
   dfas.reserve(members.size());
   for (size_t i = 0; i < nfas.size(); ++i) {
-    while (true) {
-      try {
-        dfas.push_back(determinize(nfas[i], classes, budget));
-        break;
-      } catch (const RegionConflict& conflict) {
-        // Counting this repetition would need two counts at once: expand it (bounded by the
-        // budget) and rebuild the rule. Each retry expands one more node, so this ends.
-        expand[static_cast<size_t>(conflict.node)] = 1;
-        nfas[i] = build_rule_nfa(grammar, members[i], callable, nullable_node, expand, budget);
-      }
-    }
+    dfas.push_back(determinize(nfas[i], classes, budget));
     nfas[i] = Nfa{};  // free as we go
     for (auto& calls : dfas.back().calls) {
       for (auto& call : calls) call.first = local[static_cast<size_t>(call.first)];
@@ -193,10 +184,7 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
           }
         };
         if (use_bytes) {
-          const size_t row = static_cast<size_t>(s) * static_cast<size_t>(n_classes);
-          for (int32_t c = 0; c < n_classes; ++c) {
-            for_each_target(dfa, dfa.next[row + static_cast<size_t>(c)], visit);
-          }
+          for_each_byte_code(dfa, s, [&](int32_t code) { for_each_target(dfa, code, visit); });
         }
         for (const auto& [callee, code] : dfa.calls[static_cast<size_t>(s)]) {
           if ((*property)[static_cast<size_t>(callee)]) {
@@ -209,8 +197,13 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
     };
     for (size_t r = 0; r < n_rules; ++r) {
       seen[r].assign(static_cast<size_t>(dfas[r].n_states), 0);
-      seen[r][0] = 1;
-      stack.assign(1, 0);
+      stack.clear();
+      for_each_target(dfas[r], dfas[r].start, [&](int32_t t) {
+        if (!seen[r][static_cast<size_t>(t)]) {
+          seen[r][static_cast<size_t>(t)] = 1;
+          stack.push_back(t);
+        }
+      });
       explore(r);
     }
     while (!gained.empty()) {
@@ -240,7 +233,7 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
 
   std::vector<std::vector<uint8_t>> live(n_rules);
   for (size_t r = 0; r < n_rules; ++r) {
-    if (productive[r]) live[r] = live_states(dfas[r], n_classes, call_ok, budget);
+    if (productive[r]) live[r] = live_states(dfas[r], call_ok, budget);
   }
 
   // Rules root reaches through live states.
@@ -284,7 +277,6 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
     for (int32_t s = 0; s < dfas[r].n_states; ++s) {
       if (live[r][static_cast<size_t>(s)]) global[r][static_cast<size_t>(s)] = n_states++;
     }
-    info.start = global[r][0];
     g->rules.push_back(std::move(info));
     region_base[r] = static_cast<int32_t>(g->regions.size());
     for (const NfaRegion& region : dfas[r].regions)
@@ -300,19 +292,36 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
 
   // A rule's code in global terms: plain targets renumbered, guarded moves copied with their
   // targets renumbered (dead targets become no edge).
+  std::vector<std::vector<int32_t>> remapped(n_rules);  // per rule: local guarded index -> code
+  for (size_t r : order) remapped[r].assign(dfas[r].guarded.size(), 0);
   auto remap = [&](size_t r, int32_t code) -> int32_t {
     if (code >= 0) return global[r][static_cast<size_t>(code)];
     if (code == kNoMove) return kNoMove;
-    GuardedMove m = dfas[r].guarded[guarded_index(code)];
+    int32_t& memo = remapped[r][guarded_index(code)];
+    if (memo != 0) return memo;
+    const GuardedMove& local_move = dfas[r].guarded[guarded_index(code)];
+    GuardedMove m;
     bool any = false;
-    for (int32_t& t : m.target) {
-      if (t >= 0) t = global[r][static_cast<size_t>(t)];
-      any |= t >= 0;
+    for (size_t v = 0; v < 3; ++v) {
+      m.begin[v] = static_cast<uint32_t>(g->move_targets.size());
+      for (uint32_t i = 0; i < local_move.size[v]; ++i) {
+        MoveTarget t = dfas[r].move_targets[local_move.begin[v] + i];
+        t.target = global[r][static_cast<size_t>(t.target)];
+        if (t.target < 0) continue;
+        g->move_targets.push_back(t);
+        any = true;
+      }
+      m.size[v] = static_cast<uint32_t>(g->move_targets.size()) - m.begin[v];
     }
-    if (!any) return kNoMove;
+    if (!any) {
+      memo = kNoMove;
+      return kNoMove;
+    }
     g->guarded.push_back(m);
-    return guarded_code(g->guarded.size() - 1);
+    memo = guarded_code(g->guarded.size() - 1);
+    return memo;
   };
+  for (size_t r : order) g->rules[static_cast<size_t>(rule_id[r])].start = remap(r, dfas[r].start);
   std::vector<std::vector<CallEdge>> calls(static_cast<size_t>(n_states));
   for (size_t r : order) {
     const Dfa& dfa = dfas[r];
@@ -350,8 +359,12 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
 
   auto initial = std::make_shared<EarleySet>();
   EarleyBuilder builder(*g);
-  const EarleyItem seed{g->rules[static_cast<size_t>(g->root_rule)].start, 0, initial.get()};
-  builder.start(*initial, std::span<const EarleyItem>(&seed, 1));
+  std::vector<EarleyItem> seeds;
+  g->for_each_move(g->rules[static_cast<size_t>(g->root_rule)].start, -1, 0,
+                   [&](int32_t t, int32_t count) {
+                     seeds.push_back(EarleyItem{t, count, initial.get()});
+                   });
+  builder.start(*initial, seeds);
   g->initial_set = std::move(initial);
   return g;
 }

@@ -41,15 +41,9 @@ struct RegionInfo {
   int32_t max = 0;  // kUnbounded allowed
 };
 
-// Where a transition leads and the item's count there.
-struct Move {
-  int32_t target = -1;
-  int32_t count = 0;
-};
-
 struct RuleInfo {
   std::string name;
-  int32_t start = 0;  // global state id
+  int32_t start = kNoMove;  // the transition code entering the rule (from state -1, count 0)
   bool nullable = false;
 };
 
@@ -81,48 +75,54 @@ class CompiledGrammar {
   CompiledGrammar(const CompiledGrammar&) = delete;
   CompiledGrammar& operator=(const CompiledGrammar&) = delete;
 
-  // The transition code (dfa.h) of a byte; resolve it with apply().
-  int32_t code(int32_t state, uint8_t byte) const {
-    return next[static_cast<size_t>(state) * static_cast<size_t>(n_classes) + byte_class[byte]];
-  }
-  // Follows a transition code from `state` for an item whose count is `count`.
-  Move apply(int32_t code, int32_t state, int32_t count) const {
-    if (code >= 0) {
-      const int32_t r = state_region[static_cast<size_t>(code)];
-      return Move{code, r >= 0 && r == state_region[static_cast<size_t>(state)] ? count : 0};
-    }
-    if (code == kNoMove) return Move{};
-    const GuardedMove& g = guarded[guarded_index(code)];
-    const int32_t r = state_region[static_cast<size_t>(state)];
-    size_t variant = kLoopAndExit;
-    int32_t saturation = 0;
-    bool unbounded = false;
-    if (r >= 0) {
-      const RegionInfo& region = regions[static_cast<size_t>(r)];
-      unbounded = region.max == kUnbounded;
-      saturation = region.min > 0 ? region.min - 1 : 0;
-      const bool loop_ok = unbounded || count + 1 < region.max;
-      const bool exit_ok = count + 1 >= region.min;
-      variant = loop_ok ? (exit_ok ? kLoopAndExit : kLoopOnly) : kExitOnly;
-    }
-    const int32_t target = g.target[variant];
-    if (target < 0) return Move{};
-    int32_t next_count = 0;
-    if (g.action[variant] == CountAction::kKeep) {
-      next_count = count;
-    } else if (g.action[variant] == CountAction::kIncrement) {
-      // Without a maximum, counts past min - 1 all allow the same futures: saturate there.
-      next_count = unbounded ? std::min(count + 1, saturation) : count + 1;
-    }
-    if (state_region[static_cast<size_t>(target)] < 0) next_count = 0;
-    return Move{target, next_count};
-  }
   bool is_final(int32_t state) const { return flags[static_cast<size_t>(state)] & kFinal; }
   std::span<const CallEdge> calls_of(int32_t state) const {
     return std::span<const CallEdge>(calls).subspan(
         static_cast<size_t>(call_begin[static_cast<size_t>(state)]),
         static_cast<size_t>(call_begin[static_cast<size_t>(state) + 1] -
                             call_begin[static_cast<size_t>(state)]));
+  }
+
+  // The transition code (dfa.h) of a byte; follow it with for_each_move().
+  int32_t code(int32_t state, uint8_t byte) const {
+    return next[static_cast<size_t>(state) * static_cast<size_t>(n_classes) + byte_class[byte]];
+  }
+  // Calls fn(target, count) for each state a transition code leads to from `state` (-1 for a
+  // rule's start) for an item whose count is `count`.
+  template <typename Fn>
+  void for_each_move(int32_t code, int32_t state, int32_t count, Fn&& fn) const {
+    const int32_t from_region = state < 0 ? -1 : state_region[static_cast<size_t>(state)];
+    if (code >= 0) {
+      const int32_t r = state_region[static_cast<size_t>(code)];
+      fn(code, r >= 0 && r == from_region ? count : 0);
+      return;
+    }
+    if (code == kNoMove) return;
+    const GuardedMove& g = guarded[guarded_index(code)];
+    size_t variant = kLoopAndExit;
+    int32_t saturation = 0;
+    bool unbounded = false;
+    if (from_region >= 0) {
+      const RegionInfo& region = regions[static_cast<size_t>(from_region)];
+      unbounded = region.max == kUnbounded;
+      saturation = region.min > 0 ? region.min - 1 : 0;
+      const bool loop_ok = unbounded || count + 1 < region.max;
+      const bool exit_ok = count + 1 >= region.min;
+      variant = loop_ok ? (exit_ok ? kLoopAndExit : kLoopOnly) : kExitOnly;
+    }
+    for (uint32_t i = 0; i < g.size[variant]; ++i) {
+      const MoveTarget& m = move_targets[g.begin[variant] + i];
+      int32_t next_count = 0;
+      if (state_region[static_cast<size_t>(m.target)] >= 0) {
+        if (m.action == CountAction::kKeep) {
+          next_count = count;
+        } else if (m.action == CountAction::kIncrement) {
+          // Without a maximum, counts past min - 1 all allow the same futures: saturate.
+          next_count = unbounded ? std::min(count + 1, saturation) : count + 1;
+        }
+      }
+      fn(m.target, next_count);
+    }
   }
 
   // The count after `added` more iterations of the region of `state`, from `count`.
@@ -165,6 +165,7 @@ class CompiledGrammar {
   std::vector<int32_t> state_region;  // counted region of each state, or -1
   std::vector<RegionInfo> regions;
   std::vector<GuardedMove> guarded;
+  std::vector<MoveTarget> move_targets;
   std::vector<int32_t> call_begin;  // n_states + 1 offsets into calls
   std::vector<CallEdge> calls;
   std::vector<RuleInfo> rules;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <unordered_map>
 
 namespace llms::structured {
@@ -46,16 +47,19 @@ ByteClasses compute_byte_classes(const std::vector<Nfa>& nfas) {
 namespace {
 
 // Closure of a move's targets over epsilon, enter, loop and exit edges, tracking what happens
-// to the item's count, for one outcome of the guards of the source's region.
+// to the item's count, for one outcome of the guards of the source's region. The states kept
+// come out in groups of one region and one count action each (usually one group).
 class TaggedClosure {
  public:
-  explicit TaggedClosure(const Nfa& nfa)
-      : nfa_(nfa), stamp_(nfa.out.size(), 0), tag_(nfa.out.size(), CountAction::kKeep) {}
+  explicit TaggedClosure(const Nfa& nfa) : nfa_(nfa), stamp_(nfa.out.size() * 3, 0) {}
 
-  struct Result {
+  struct Group {
     std::vector<int32_t> states;  // canonical: sorted, pure epsilon relays dropped
     int32_t region = -1;
     CountAction action = CountAction::kReset;
+  };
+  struct Result {
+    std::vector<Group> groups;
     bool guard_seen = false;
   };
 
@@ -63,34 +67,32 @@ class TaggedClosure {
   Result close(const std::vector<int32_t>& targets, int32_t region, bool loop_ok, bool exit_ok) {
     ++round_;
     Result result;
-    std::vector<int32_t> all;
+    kept_.clear();
     stack_.clear();
-    mixed_.clear();
-    for (int32_t t : targets) push(t, CountAction::kKeep, all);
+    for (int32_t t : targets) push(t, CountAction::kKeep);
     while (!stack_.empty()) {
-      const int32_t s = stack_.back();
+      const auto [s, tag] = stack_.back();
       stack_.pop_back();
-      const CountAction tag = tag_[static_cast<size_t>(s)];
       for (const NfaEdge& e : nfa_.out[static_cast<size_t>(s)]) {
         switch (e.kind) {
           case NfaEdgeKind::kEpsilon:
-            push(e.to, tag, all);
+            push(e.to, tag);
             break;
           case NfaEdgeKind::kEnter:
-            push(e.to, CountAction::kReset, all);
+            push(e.to, CountAction::kReset);
             break;
           case NfaEdgeKind::kLoop:
             // A body end is only reached by reading from inside the body (bodies are not
             // nullable), so the count it completes is the source item's (tag kKeep).
             if (e.region == region && tag == CountAction::kKeep) {
               result.guard_seen = true;
-              if (loop_ok) push(e.to, CountAction::kIncrement, all);
+              if (loop_ok) push(e.to, CountAction::kIncrement);
             }
             break;
           case NfaEdgeKind::kExit:
             if (e.region == region && tag == CountAction::kKeep) {
               result.guard_seen = true;
-              if (exit_ok) push(e.to, CountAction::kKeep, all);
+              if (exit_ok) push(e.to, CountAction::kKeep);
             }
             break;
           case NfaEdgeKind::kByte:
@@ -99,65 +101,57 @@ class TaggedClosure {
         }
       }
     }
-    // Only states with a byte or call edge, and the accept state, tell subsets apart: dropping
-    // the pure relays makes equivalent subsets equal, so fewer DFA states are made.
-    for (int32_t s : all) {
-      bool keep = s == nfa_.accept;
-      for (const NfaEdge& e : nfa_.out[static_cast<size_t>(s)]) {
-        if (e.kind == NfaEdgeKind::kByte || e.kind == NfaEdgeKind::kCall) keep = true;
-      }
-      if (keep) result.states.push_back(s);
-    }
-    std::sort(result.states.begin(), result.states.end());
-    // One region and one count among the states kept, or the caller must expand a repetition.
-    bool has_tag = false;
-    for (int32_t s : result.states) {
+    // Group the kept states by (region, count action); states outside regions join the first
+    // group (their items carry no count).
+    auto key = [&](const std::pair<int32_t, CountAction>& x) {  // region states first
+      return std::make_tuple(-nfa_.region_of[static_cast<size_t>(x.first)],
+                             static_cast<int>(x.second), x.first);
+    };
+    std::sort(kept_.begin(), kept_.end(),
+              [&](const auto& a, const auto& b) { return key(a) < key(b); });
+    for (const auto& [s, tag] : kept_) {
       const int32_t r = nfa_.region_of[static_cast<size_t>(s)];
-      if (r < 0) continue;
-      const CountAction tag = tag_[static_cast<size_t>(s)];
-      if (result.region < 0) {
-        result.region = r;
-      } else if (result.region != r) {
-        const NfaRegion& a = nfa_.regions[static_cast<size_t>(result.region)];
-        const NfaRegion& b = nfa_.regions[static_cast<size_t>(r)];
-        throw RegionConflict(a.copies <= b.copies ? a.node : b.node);
+      if (r < 0 && !result.groups.empty()) {
+        result.groups.front().states.push_back(s);
+        continue;
       }
-      if (has_tag && tag != result.action) {
-        throw RegionConflict(nfa_.regions[static_cast<size_t>(r)].node);
+      const CountAction action = r < 0 ? CountAction::kReset : tag;
+      if (result.groups.empty() || result.groups.back().region != r ||
+          result.groups.back().action != action) {
+        result.groups.push_back(Group{{}, r, action});
       }
-      has_tag = true;
-      result.action = tag;
+      result.groups.back().states.push_back(s);
     }
-    if (result.region < 0) result.action = CountAction::kReset;
-    for (int32_t s : mixed_) {
-      if (std::binary_search(result.states.begin(), result.states.end(), s)) {
-        throw RegionConflict(
-            nfa_.regions[static_cast<size_t>(nfa_.region_of[static_cast<size_t>(s)])].node);
-      }
+    for (Group& g : result.groups) {
+      std::sort(g.states.begin(), g.states.end());
+      g.states.erase(std::unique(g.states.begin(), g.states.end()), g.states.end());
     }
     return result;
   }
 
  private:
-  void push(int32_t s, CountAction tag, std::vector<int32_t>& all) {
-    const auto i = static_cast<size_t>(s);
-    if (stamp_[i] == round_) {
-      // Reached again with another count: only a kept region state makes that a conflict,
-      // which the check after the closure sees through this mark.
-      if (tag_[i] != tag && nfa_.region_of[i] >= 0) mixed_.push_back(s);
-      return;
-    }
+  static size_t tag_index(CountAction tag) { return static_cast<size_t>(tag); }
+
+  // Outside regions the tag means nothing: such a state is visited once, as kKeep.
+  void push(int32_t s, CountAction tag) {
+    if (nfa_.region_of[static_cast<size_t>(s)] < 0) tag = CountAction::kKeep;
+    const size_t i = static_cast<size_t>(s) * 3 + tag_index(tag);
+    if (stamp_[i] == round_) return;
     stamp_[i] = round_;
-    tag_[i] = tag;
-    stack_.push_back(s);
-    all.push_back(s);
+    stack_.emplace_back(s, tag);
+    // Only states with a byte or call edge, and the accept state, tell subsets apart: dropping
+    // the pure relays makes equivalent subsets equal, so fewer DFA states are made.
+    bool keep = s == nfa_.accept;
+    for (const NfaEdge& e : nfa_.out[static_cast<size_t>(s)]) {
+      if (e.kind == NfaEdgeKind::kByte || e.kind == NfaEdgeKind::kCall) keep = true;
+    }
+    if (keep) kept_.emplace_back(s, tag);
   }
 
   const Nfa& nfa_;
-  std::vector<uint32_t> stamp_;
-  std::vector<CountAction> tag_;
-  std::vector<int32_t> stack_;
-  std::vector<int32_t> mixed_;  // region states reached with two different counts this round
+  std::vector<uint32_t> stamp_;  // per (state, tag)
+  std::vector<std::pair<int32_t, CountAction>> stack_;
+  std::vector<std::pair<int32_t, CountAction>> kept_;
   uint32_t round_ = 0;
 };
 
@@ -171,59 +165,64 @@ Dfa determinize(const Nfa& nfa, const ByteClasses& classes, CompileBudget& budge
   dfa.regions = nfa.regions;
   std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> ids;
   std::vector<std::vector<int32_t>> subsets;
-  auto intern = [&](TaggedClosure::Result& r) -> int32_t {
-    if (r.states.empty()) return kNoMove;
-    auto it = ids.find(r.states);
+  auto intern = [&](TaggedClosure::Group& g) -> int32_t {
+    auto it = ids.find(g.states);
     if (it != ids.end()) return it->second;
-    budget.charge(1 + static_cast<int64_t>(r.states.size()) / 16 + n_classes / 8,
+    budget.charge(1 + static_cast<int64_t>(g.states.size()) / 16 + n_classes / 8,
                   "automaton states");
     const auto id = static_cast<int32_t>(subsets.size());
-    ids.emplace(r.states, id);
-    subsets.push_back(std::move(r.states));
-    dfa.region.push_back(r.region);
+    ids.emplace(g.states, id);
+    subsets.push_back(std::move(g.states));
+    dfa.region.push_back(g.region);
     return id;
   };
+  // Appends a variant's targets; returns (begin, size) in move_targets.
+  auto add_targets = [&](TaggedClosure::Result& r) -> std::pair<uint32_t, uint32_t> {
+    const auto begin = static_cast<uint32_t>(dfa.move_targets.size());
+    for (TaggedClosure::Group& g : r.groups) {
+      const CountAction action = g.action;
+      dfa.move_targets.push_back(MoveTarget{intern(g), action});
+    }
+    return {begin, static_cast<uint32_t>(dfa.move_targets.size()) - begin};
+  };
   // The code of a move to `targets` from a state in `region`: plain when the guards do not
-  // matter and the count follows the plain rule, else a GuardedMove.
+  // matter, there is one target and the count follows the plain rule; else a GuardedMove.
   auto move_code = [&](const std::vector<int32_t>& targets, int32_t region) -> int32_t {
     TaggedClosure::Result first = closure.close(targets, region, true, true);
-    if (!first.guard_seen) {
-      const CountAction action = first.action;
-      const int32_t target = intern(first);
-      if (target < 0) return kNoMove;
-      const int32_t target_region = dfa.region[static_cast<size_t>(target)];
+    if (first.groups.empty() && !first.guard_seen) return kNoMove;
+    if (!first.guard_seen && first.groups.size() == 1) {
+      const CountAction action = first.groups[0].action;
+      const int32_t target_region = first.groups[0].region;
       const bool keeps = target_region >= 0 && target_region == region;
       if ((keeps && action == CountAction::kKeep) || (!keeps && action == CountAction::kReset)) {
-        return target;
+        return intern(first.groups[0]);
       }
-      GuardedMove g;
-      g.target.fill(target);
-      g.action.fill(action);
-      dfa.guarded.push_back(g);
-      return guarded_code(dfa.guarded.size() - 1);
     }
     GuardedMove g;
-    g.action[kLoopAndExit] = first.action;
-    g.target[kLoopAndExit] = intern(first);
-    TaggedClosure::Result loop_only = closure.close(targets, region, true, false);
-    g.action[kLoopOnly] = loop_only.action;
-    g.target[kLoopOnly] = intern(loop_only);
-    TaggedClosure::Result exit_only = closure.close(targets, region, false, true);
-    g.action[kExitOnly] = exit_only.action;
-    g.target[kExitOnly] = intern(exit_only);
-    if (g.target[0] < 0 && g.target[1] < 0 && g.target[2] < 0) return kNoMove;
+    const auto [b0, n0] = add_targets(first);
+    g.begin.fill(b0);
+    g.size.fill(n0);
+    if (first.guard_seen) {
+      TaggedClosure::Result loop_only = closure.close(targets, region, true, false);
+      std::tie(g.begin[kLoopOnly], g.size[kLoopOnly]) = add_targets(loop_only);
+      TaggedClosure::Result exit_only = closure.close(targets, region, false, true);
+      std::tie(g.begin[kExitOnly], g.size[kExitOnly]) = add_targets(exit_only);
+    }
+    if (g.size[0] == 0 && g.size[1] == 0 && g.size[2] == 0) return kNoMove;
     dfa.guarded.push_back(g);
     return guarded_code(dfa.guarded.size() - 1);
   };
 
-  {
-    TaggedClosure::Result start = closure.close({nfa.start}, -1, false, false);
-    if (start.states.empty()) start.states.push_back(nfa.start);  // a rule matching nothing
-    intern(start);
+  dfa.start = move_code({nfa.start}, -1);
+  if (dfa.start == kNoMove) {  // a rule matching nothing: one dead state to start from
+    TaggedClosure::Group dead{{nfa.start}, -1, CountAction::kReset};
+    dfa.start = intern(dead);
   }
 
   std::vector<std::vector<int32_t>> by_class(static_cast<size_t>(n_classes));
   std::vector<int32_t> touched;
+  std::vector<std::pair<std::vector<int32_t>, int32_t>> seen_targets;
+  std::vector<int32_t> row(static_cast<size_t>(n_classes));
   for (size_t d = 0; d < subsets.size(); ++d) {
     const std::vector<int32_t> subset = subsets[d];  // a copy: intern() may grow `subsets`
     const int32_t region = dfa.region[d];
@@ -244,27 +243,35 @@ Dfa determinize(const Nfa& nfa, const ByteClasses& classes, CompileBudget& budge
         }
       }
     }
-    std::vector<int32_t> row(static_cast<size_t>(n_classes), kNoMove);
-    // Classes with the same targets share one closure.
-    std::map<std::vector<int32_t>, int32_t> seen_targets;
+    std::fill(row.begin(), row.end(), kNoMove);
+    // Classes with the same targets share one closure (a row has few distinct targets).
+    seen_targets.clear();
     for (int32_t c : touched) {
-      std::vector<int32_t> targets = std::move(by_class[static_cast<size_t>(c)]);
-      by_class[static_cast<size_t>(c)].clear();
+      std::vector<int32_t>& targets = by_class[static_cast<size_t>(c)];
       std::sort(targets.begin(), targets.end());
       targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
-      auto it = seen_targets.find(targets);
+      auto it = std::find_if(seen_targets.begin(), seen_targets.end(),
+                             [&](const auto& entry) { return entry.first == targets; });
       if (it == seen_targets.end()) {
         const int32_t code = move_code(targets, region);
-        it = seen_targets.emplace(std::move(targets), code).first;
+        seen_targets.emplace_back(targets, code);
+        it = seen_targets.end() - 1;
       }
       row[static_cast<size_t>(c)] = it->second;
+      targets.clear();
     }
     std::vector<std::pair<int32_t, int32_t>> calls;
     for (auto& [rule, targets] : by_call) {
+      std::sort(targets.begin(), targets.end());
+      targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
       const int32_t code = move_code(targets, region);
       if (code != kNoMove) calls.emplace_back(rule, code);
     }
     dfa.next.insert(dfa.next.end(), row.begin(), row.end());
+    for (const auto& entry : seen_targets) {
+      if (entry.second != kNoMove) dfa.byte_codes.push_back(entry.second);
+    }
+    dfa.byte_code_begin.push_back(static_cast<int32_t>(dfa.byte_codes.size()));
     dfa.calls.push_back(std::move(calls));
     dfa.is_final.push_back(is_final ? 1 : 0);
   }

@@ -90,18 +90,22 @@ void EarleyBuilder::close(EarleySet& set) {
         if (!(g_.flags[static_cast<size_t>(waiting.state)] & kHasCalls)) continue;
         for (const CallEdge& c : g_.calls_of(waiting.state)) {
           if (c.rule != rule) continue;
-          const Move move = g_.apply(c.target, waiting.state, waiting.count);
-          if (move.target >= 0) add(set, EarleyItem{move.target, move.count, waiting.origin});
+          g_.for_each_move(c.target, waiting.state, waiting.count, [&](int32_t t, int32_t count) {
+            add(set, EarleyItem{t, count, waiting.origin});
+          });
         }
       }
     }
     if (flags & kHasCalls) {
       for (const CallEdge& c : g_.calls_of(item.state)) {
         const RuleInfo& callee = g_.rules[static_cast<size_t>(c.rule)];
-        add(set, EarleyItem{callee.start, 0, &set});
+        g_.for_each_move(callee.start, -1, 0, [&](int32_t t, int32_t count) {
+          add(set, EarleyItem{t, count, &set});
+        });
         if (callee.nullable) {
-          const Move move = g_.apply(c.target, item.state, item.count);
-          if (move.target >= 0) add(set, EarleyItem{move.target, move.count, item.origin});
+          g_.for_each_move(c.target, item.state, item.count, [&](int32_t t, int32_t count) {
+            add(set, EarleyItem{t, count, item.origin});
+          });
         }
       }
     }
@@ -116,8 +120,9 @@ bool EarleyBuilder::step(const EarleySet& from, uint8_t byte, EarleySet& to) {
   for (const EarleyItem& item : from.items) {
     const int32_t code = next[static_cast<size_t>(item.state) * n_classes + cls];
     if (code == kNoMove) continue;
-    const Move move = g_.apply(code, item.state, item.count);
-    if (move.target >= 0) add(to, EarleyItem{move.target, move.count, item.origin});
+    g_.for_each_move(code, item.state, item.count, [&](int32_t t, int32_t count) {
+      add(to, EarleyItem{t, count, item.origin});
+    });
   }
   if (to.items.empty()) return false;
   close(to);

@@ -205,9 +205,8 @@ namespace {
 class NfaBuilder {
  public:
   NfaBuilder(const Grammar& grammar, const std::vector<uint8_t>& callable,
-             const std::vector<uint8_t>& nullable, const std::vector<uint8_t>& expand,
-             CompileBudget& budget)
-      : g_(grammar), callable_(callable), nullable_(nullable), expand_(expand), budget_(budget) {}
+             const std::vector<uint8_t>& nullable, CompileBudget& budget)
+      : g_(grammar), callable_(callable), nullable_(nullable), budget_(budget) {}
 
   Nfa build(int32_t rule) {
     nfa_.start = new_state(-1);
@@ -247,8 +246,8 @@ class NfaBuilder {
     }
   }
 
-  bool is_counted(const Expr& e, int32_t node, int32_t region) const {
-    if (region >= 0 || expand_[static_cast<size_t>(node)]) return false;  // one count per item
+  bool is_counted(const Expr& e, int32_t region) const {
+    if (region >= 0) return false;  // one count per item: nested repetitions are expanded
     const int64_t copies = e.max == kUnbounded ? int64_t{e.min} : int64_t{e.max};
     return copies > kMaxExpandedCopies && !nullable_[static_cast<size_t>(e.children[0])];
   }
@@ -347,7 +346,7 @@ class NfaBuilder {
           break;
         }
         case ExprKind::kRepeat: {
-          if (f.step == 0 && is_counted(e, f.node, region)) {
+          if (f.step == 0 && is_counted(e, region)) {
             // One copy of the body in a fresh region: in -enter-> body ... end -loop-> body,
             // end -exit-> out, and in -> out when zero iterations are allowed.
             f.aux = static_cast<int32_t>(nfa_.regions.size());
@@ -355,7 +354,6 @@ class NfaBuilder {
             r.min = e.min;
             r.max = e.max;
             r.node = f.node;
-            r.copies = e.max == kUnbounded ? int64_t{e.min} : int64_t{e.max};
             nfa_.regions.push_back(r);
             f.cur = new_state(f.aux);
             edge(f.in, f.cur, NfaEdgeKind::kEnter, f.aux);
@@ -429,7 +427,6 @@ class NfaBuilder {
   const Grammar& g_;
   const std::vector<uint8_t>& callable_;
   const std::vector<uint8_t>& nullable_;
-  const std::vector<uint8_t>& expand_;
   CompileBudget& budget_;
   Nfa nfa_;
 };
@@ -437,9 +434,8 @@ class NfaBuilder {
 }  // namespace
 
 Nfa build_rule_nfa(const Grammar& grammar, int32_t rule, const std::vector<uint8_t>& callable,
-                   const std::vector<uint8_t>& nullable, const std::vector<uint8_t>& expand,
-                   CompileBudget& budget) {
-  NfaBuilder builder(grammar, callable, nullable, expand, budget);
+                   const std::vector<uint8_t>& nullable, CompileBudget& budget) {
+  NfaBuilder builder(grammar, callable, nullable, budget);
   return builder.build(rule);
 }
 

@@ -37,8 +37,7 @@ struct NfaEdge {
 struct NfaRegion {
   int32_t min = 0;
   int32_t max = 0;    // kUnbounded allowed
-  int32_t node = -1;  // the repetition's expression, to expand it instead if counting fails
-  int64_t copies = 0;
+  int32_t node = -1;  // the repetition's expression
 };
 
 struct Nfa {
@@ -58,10 +57,8 @@ std::vector<uint8_t> nullable_nodes(const Grammar& grammar, CompileBudget& budge
 // Unreachable rules are neither callable nor inlined anywhere.
 std::vector<uint8_t> plan_callable_rules(const Grammar& grammar, CompileBudget& budget);
 
-// The NFA of callable rule `rule`, references to non-callable rules inlined. Repetitions in
-// `expand` (arena node ids) are always expanded, never counted.
+// The NFA of callable rule `rule`, references to non-callable rules inlined.
 Nfa build_rule_nfa(const Grammar& grammar, int32_t rule, const std::vector<uint8_t>& callable,
-                   const std::vector<uint8_t>& nullable, const std::vector<uint8_t>& expand,
-                   CompileBudget& budget);
+                   const std::vector<uint8_t>& nullable, CompileBudget& budget);
 
 }  // namespace llms::structured

@@ -44,19 +44,20 @@ struct View {
 
 class Walker {
  public:
-  Walker(const CompiledGrammar& g, CountKey key)
-      : g_(g), key_(key), has_regions_(!g.regions.empty()) {}
+  Walker(const CompiledGrammar& g, CountKey key) : g_(g), key_(key) {}
 
-  // The view after a transition code from v; state -1 when there is no edge.
-  View step(const View& v, int32_t code) const {
-    if (!has_regions_) return View{code >= 0 ? code : -1, 0, false};
+  // Appends the views a transition code leads to from v (none when there is no edge).
+  void step(const View& v, int32_t code, std::vector<View>& out) const {
     if (code >= 0) {
       const int32_t r = g_.state_region[static_cast<size_t>(code)];
-      if (r >= 0 && r == g_.state_region[static_cast<size_t>(v.state)])
-        return View{code, v.count, v.relative};
-      return View{code, 0, false};
+      if (r >= 0 && r == g_.state_region[static_cast<size_t>(v.state)]) {
+        out.push_back(View{code, v.count, v.relative});
+      } else {
+        out.push_back(View{code, 0, false});
+      }
+      return;
     }
-    if (code == kNoMove) return View{};
+    if (code == kNoMove) return;
     const GuardedMove& m = g_.guarded[guarded_index(code)];
     const int32_t r = g_.state_region[static_cast<size_t>(v.state)];
     size_t variant = kLoopAndExit;
@@ -73,60 +74,81 @@ class Walker {
       }
       variant = loop_ok ? (exit_ok ? kLoopAndExit : kLoopOnly) : kExitOnly;
     }
-    const int32_t target = m.target[variant];
-    if (target < 0) return View{};
-    if (g_.state_region[static_cast<size_t>(target)] < 0) return View{target, 0, false};
-    switch (m.action[variant]) {
-      case CountAction::kKeep:
-        return View{target, v.count, v.relative};
-      case CountAction::kIncrement:
-        // Relative counts stay exact offsets (saturation is applied when resolved); absolute
-        // ones saturate like CompiledGrammar::apply.
-        return View{target, v.relative ? v.count + 1 : g_.add_iterations(v.state, v.count, 1),
-                    v.relative};
-      case CountAction::kReset:
-        break;
+    for (uint32_t i = 0; i < m.size[variant]; ++i) {
+      const MoveTarget& t = g_.move_targets[m.begin[variant] + i];
+      if (g_.state_region[static_cast<size_t>(t.target)] < 0) {
+        out.push_back(View{t.target, 0, false});
+        continue;
+      }
+      switch (t.action) {
+        case CountAction::kKeep:
+          out.push_back(View{t.target, v.count, v.relative});
+          break;
+        case CountAction::kIncrement:
+          // Relative counts stay exact offsets (saturation is applied when resolved); absolute
+          // ones saturate like CompiledGrammar::for_each_move.
+          out.push_back(View{t.target,
+                             v.relative ? v.count + 1 : g_.add_iterations(v.state, v.count, 1),
+                             v.relative});
+          break;
+        case CountAction::kReset:
+          out.push_back(View{t.target, 0, false});
+          break;
+      }
     }
-    return View{target, 0, false};
   }
 
-  View step_byte(const View& v, uint8_t byte) const { return step(v, g_.code(v.state, byte)); }
+  void step_byte(const View& v, uint8_t byte, std::vector<View>& out) const {
+    step(v, g_.code(v.state, byte), out);
+  }
 
  private:
   const CompiledGrammar& g_;
   CountKey key_;
-  bool has_regions_;
 };
 
-// How many characters of class k the start view absorbs: every string of at most that many
-// stays alive by byte edges. Breadth-first over the views reachable by class characters: the
-// first view (at depth j) that has a dying character bounds the answer to j; if the reachable
-// views are exhausted first, any length lives (detail::kAllChars). Search past
-// kMaxCountedChars levels or kMaxViews views stops there (a lower bound is still exact: the
+void sort_unique(std::vector<View>& views) {
+  if (views.size() < 2) return;
+  std::sort(views.begin(), views.end());
+  views.erase(std::unique(views.begin(), views.end()), views.end());
+}
+
+// How many characters of class k the start views absorb: every string of at most that many
+// stays alive by byte edges (from at least one view). Breadth-first over the view sets
+// reachable by class characters: the first set (at depth j) with a dying character bounds the
+// answer to j; if no new set appears, any length lives (detail::kAllChars). Search past
+// kMaxCountedChars levels or kMaxSets sets stops there (a lower bound is still exact: the
 // trie walk decides the rest).
-int absorbed_chars(const CompiledGrammar& g, const Walker& walker, View start, int k) {
-  constexpr size_t kMaxViews = 512;
+int absorbed_chars(const CompiledGrammar& g, const Walker& walker, const std::vector<View>& start,
+                   int k) {
+  constexpr size_t kMaxSets = 512;
   const auto& sequences = detail::TokenTrie::class_sequences(k);
   const auto n_classes = static_cast<size_t>(g.n_classes);
-  std::vector<View> level{start};
-  std::vector<View> seen{start};
-  std::vector<View> next_level;
-  std::vector<View> frontier;
-  std::vector<View> next_frontier;
+  std::vector<std::vector<View>> level{start};
+  std::vector<std::vector<View>> seen{start};
+  std::vector<std::vector<View>> next_level;
+  std::vector<std::vector<View>> frontier;  // per byte range position: the possible view sets
+  std::vector<std::vector<View>> next_frontier;
+  std::vector<View> moved;
   for (int depth = 0; depth < detail::kMaxCountedChars; ++depth) {
     next_level.clear();
-    for (const View& q : level) {
+    for (const std::vector<View>& q : level) {
       for (const ByteSequence& seq : sequences) {
         frontier.assign(1, q);
         for (int i = 0; i < seq.length; ++i) {
           const ByteRange& range = seq.ranges[static_cast<size_t>(i)];
           next_frontier.clear();
           for (int c = g.byte_class[range.lo]; c <= g.byte_class[range.hi]; ++c) {
-            for (const View& f : frontier) {
-              const View t = walker.step(
-                  f, g.next[static_cast<size_t>(f.state) * n_classes + static_cast<size_t>(c)]);
-              if (t.state < 0) return depth;
-              next_frontier.push_back(t);
+            for (const std::vector<View>& f : frontier) {
+              moved.clear();
+              for (const View& v : f) {
+                walker.step(
+                    v, g.next[static_cast<size_t>(v.state) * n_classes + static_cast<size_t>(c)],
+                    moved);
+              }
+              if (moved.empty()) return depth;
+              sort_unique(moved);
+              next_frontier.push_back(moved);
             }
           }
           std::sort(next_frontier.begin(), next_frontier.end());
@@ -134,13 +156,13 @@ int absorbed_chars(const CompiledGrammar& g, const Walker& walker, View start, i
                               next_frontier.end());
           frontier.swap(next_frontier);
         }
-        for (const View& t : frontier) {
+        for (const std::vector<View>& t : frontier) {
           if (std::find(seen.begin(), seen.end(), t) == seen.end()) {
             seen.push_back(t);
             next_level.push_back(t);
           }
         }
-        if (seen.size() > kMaxViews) return depth;  // views of this level are still unchecked
+        if (seen.size() > kMaxSets) return depth;  // sets of this level are still unchecked
       }
     }
     if (next_level.empty()) return detail::kAllChars;
@@ -155,7 +177,7 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
   std::vector<uint32_t> bits(static_cast<size_t>(trie.n_words()), 0);
   auto info = std::make_unique<StateMaskInfo>();
   const Walker walker(g, key);
-  const View start{state, 0, g.state_region[static_cast<size_t>(state)] >= 0};
+  const std::vector<View> start{View{state, 0, g.state_region[static_cast<size_t>(state)] >= 0}};
 
   std::array<int, detail::kNumTokenClasses> absorbed{};
   for (int k = 0; k < detail::kNumTokenClasses; ++k) {
@@ -173,8 +195,10 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
     return false;
   };
 
+  // Depth-first over the trie; each depth holds the views the prefix may be in (one, unless a
+  // move split a subset).
   const auto& nodes = trie.nodes();
-  std::vector<View> stack(static_cast<size_t>(trie.max_depth()) + 1);
+  std::vector<std::vector<View>> stack(static_cast<size_t>(trie.max_depth()) + 1);
   stack[0] = start;
   for (size_t i = 1; i < nodes.size();) {
     const detail::TrieNode& node = nodes[i];
@@ -182,17 +206,22 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
       i = node.subtree_end;
       continue;
     }
-    const View t = walker.step_byte(stack[node.depth - 1u], node.byte);
-    if (t.state < 0) {
+    std::vector<View>& here = stack[node.depth];
+    here.clear();
+    for (const View& v : stack[node.depth - 1u]) walker.step_byte(v, node.byte, here);
+    if (here.empty()) {
       i = node.subtree_end;
       continue;
     }
-    stack[node.depth] = t;
+    sort_unique(here);
     for (int32_t id : trie.tokens_at(node)) bits[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
-    if (node.subtree_end > i + 1 &&
-        (g.flags[static_cast<size_t>(t.state)] & (kFinal | kHasCalls))) {
-      info->continuations.push_back(
-          Continuation{static_cast<int32_t>(i), t.state, t.count, t.relative});
+    if (node.subtree_end > i + 1) {
+      for (const View& t : here) {
+        if (g.flags[static_cast<size_t>(t.state)] & (kFinal | kHasCalls)) {
+          info->continuations.push_back(
+              Continuation{static_cast<int32_t>(i), t.state, t.count, t.relative});
+        }
+      }
     }
     ++i;
   }

@@ -116,9 +116,8 @@ TEST(GrammarParser, HostileInputIsAClearErrorNotACrash) {
   const std::string deep =
       "root ::= " + std::string(100000, '(') + "\"a\"" + std::string(100000, ')');
   EXPECT_NE(grammar_error(deep).find("nested deeper than 200"), std::string::npos);
-  EXPECT_NE(
-      grammar_error("root ::= (\"a\"? | \"b\"{0,1000}){0,1000}").find("constraint too complex"),
-      std::string::npos);
+  EXPECT_NE(grammar_error("root ::= [ab]* \"a\" [ab]{22}").find("constraint too complex"),
+            std::string::npos);
   // A long chain of rules each inlining the next compiles (no recursion over the chain).
   std::string chain = "root ::= r0\n";
   for (int i = 0; i < 20000; ++i)

@@ -175,7 +175,8 @@ str30 ::= "\"" [^"\\\x00-\x1f]{0,30} "\""
 str60 ::= "\"" ( [^"\\\x00-\x1f] | "\\" ["\\nt] ){25,60} "\""
 items ::= "[" ( value ( "," value ){0,40} )? "]"
 value ::= [0-9] | "[" value "]"
-tail ::= ( "ab" ){26,} | ( "x"{0,30} "y" )*
+tail ::= ( "ab" ){26,} | ( "x"{0,30} "y" )* | words
+words ::= /"(\S+\s+){0,30}\S+"/
 )G";
   // Completions here are long (counted minimums): searched only at the end of each walk.
   check_walks(compile_grammar(text, property_index()), 8, 16, 40, "counted", nullptr, 200, 1000);
