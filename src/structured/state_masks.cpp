@@ -186,7 +186,10 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
     const auto class_bits = trie.class_tokens(k, absorbed[static_cast<size_t>(k)]);
     for (size_t i = 0; i < bits.size(); ++i) bits[i] |= class_bits[i];
   }
+  bool any_absorbed = false;
+  for (int n : absorbed) any_absorbed |= n > 0;
   auto covered = [&](const detail::TrieNode& node) {
+    if (!any_absorbed) return false;
     for (int k = 0; k < detail::kNumTokenClasses; ++k) {
       const int n = absorbed[static_cast<size_t>(k)];
       if (n == 0 || !(node.class_all & (1u << k))) continue;
@@ -207,8 +210,19 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
       continue;
     }
     std::vector<View>& here = stack[node.depth];
+    const std::vector<View>& parent = stack[node.depth - 1u];
     here.clear();
-    for (const View& v : stack[node.depth - 1u]) walker.step_byte(v, node.byte, here);
+    if (parent.size() == 1) {  // the common case: one position, usually a plain move
+      const View& v = parent[0];
+      const int32_t code = g.code(v.state, node.byte);
+      if (code >= 0 && g.state_region[static_cast<size_t>(code)] < 0) {
+        here.push_back(View{code, 0, false});
+      } else {
+        walker.step(v, code, here);
+      }
+    } else {
+      for (const View& v : parent) walker.step_byte(v, node.byte, here);
+    }
     if (here.empty()) {
       i = node.subtree_end;
       continue;
