@@ -83,14 +83,21 @@ def load_1m():
         return None
 
 
-def git_describe():
+def git_describe(binary):
+    """The checkout's commit (with -dirty for uncommitted changes to tracked files) and whether
+    the binary is older than any source file, i.e. was not built from what the commit says."""
     def git(*args):
         return subprocess.run(["git", "-C", REPO, *args], capture_output=True,
                               text=True).stdout.strip()
 
     commit = git("rev-parse", "HEAD")
     dirty = git("status", "--porcelain", "--untracked-files=no")
-    return commit + ("-dirty" if dirty else "")
+    built = os.path.getmtime(binary)
+    newer = [f for f in git("ls-files", "src", "CMakeLists.txt", "cmake").split("\n")
+             if f and os.path.getmtime(os.path.join(REPO, f)) > built]
+    return {"checkout": commit + ("-dirty" if dirty else ""),
+            "binary_built": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(built)),
+            "sources_newer_than_binary": newer[:20]}
 
 
 class BytesTokenizer:
@@ -445,7 +452,7 @@ def main():
     report = {
         "tool": "tools/structured_peer_bench.py",
         "versions": {
-            "llmserve": git_describe(),
+            "llmserve": git_describe(args.llmserve),
             "llmserve_binary": os.path.abspath(args.llmserve),
             "llguidance": llguidance.__version__,
             "llguidance_build": llguidance.get_version(),
