@@ -224,7 +224,6 @@ void DraftModelProposer::propose_tree(std::span<const ProposalRequest> requests,
     while (item < growing.size()) {
       batch_.clear();
       std::vector<Work*> in_batch;
-      std::vector<std::vector<int32_t>> level_tokens;
       int32_t budget = max_tokens_per_pass_;
       for (; item < growing.size(); ++item) {
         Work& w = *growing[item];
@@ -246,19 +245,13 @@ void DraftModelProposer::propose_tree(std::span<const ProposalRequest> requests,
               c.parent < 0 ? -1 : w.candidates[static_cast<size_t>(c.parent)].region);
           tokens.push_back(c.token);
         }
-        level_tokens.push_back(tokens);
-        batch_.add_sequence(w.seq_id, level_tokens.back(), base + n_before,
-                            kv_.block_table(w.seq_id), n, w.region_parents);
+        batch_.add_sequence(w.seq_id, tokens, base + n_before, kv_.block_table(w.seq_id), n,
+                            w.region_parents);
         budget -= n;
         in_batch.push_back(&w);
       }
       if (in_batch.empty()) break;
-      const auto t0 = std::chrono::steady_clock::now();
-      const model::LogitsView logits = runner_->execute(batch_);
-      ++n_passes_;
-      last_passes_.push_back(
-          {static_cast<int32_t>(batch_.tokens.size()),
-           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+      const model::LogitsView logits = execute_timed();
       int32_t row = 0;
       for (Work* w : in_batch) {
         w->level_begin = w->candidates.size();
@@ -275,6 +268,16 @@ void DraftModelProposer::propose_tree(std::span<const ProposalRequest> requests,
       kv_.truncate(w->seq_id, static_cast<int64_t>(w->seq->computed.size()));
     }
   }
+}
+
+model::LogitsView DraftModelProposer::execute_timed() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const model::LogitsView logits = runner_->execute(batch_);
+  ++n_passes_;
+  last_passes_.push_back(
+      {static_cast<int32_t>(batch_.tokens.size()),
+       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+  return logits;
 }
 
 template <class OnRow>
@@ -306,12 +309,7 @@ void DraftModelProposer::run_passes(std::vector<Work*>& items, OnRow&& on_row) {
       in_batch.push_back(i);
     }
     if (in_batch.empty()) return;
-    const auto t0 = std::chrono::steady_clock::now();
-    const model::LogitsView logits = runner_->execute(batch_);
-    ++n_passes_;
-    last_passes_.push_back(
-        {static_cast<int32_t>(batch_.tokens.size()),
-         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+    const model::LogitsView logits = execute_timed();
     int32_t row = 0;
     for (size_t i : in_batch) {
       Work& w = *items[i];

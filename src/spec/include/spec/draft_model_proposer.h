@@ -105,6 +105,8 @@ class DraftModelProposer final : public Proposer {
   static void select_tree(const Work& w, int32_t max_nodes, std::vector<int32_t>& drafts,
                           std::vector<int32_t>& parents);
   bool extend(int64_t seq_id, Sequence& seq, int64_t n_new);
+  // Runs batch_ and records the pass in last_passes_ (its tokens and seconds).
+  model::LogitsView execute_timed();
 
   std::unique_ptr<model::ModelRunner> runner_;
   kv::KvCacheManager kv_;
