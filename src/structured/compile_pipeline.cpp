@@ -15,6 +15,7 @@
 #include "compiled_grammar.h"
 #include "dfa.h"
 #include "earley.h"
+#include "mask_walker.h"
 #include "nfa.h"
 #include "token_trie.h"
 #include "util/error.h"
@@ -366,6 +367,12 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
                    });
   builder.start(*initial, seeds);
   g->initial_set = std::move(initial);
+
+  // The first mask is computed here, on the compiling thread: a constraint whose token walks
+  // explode (nested counted regions) is refused as a compile error instead of stalling the
+  // first decode step, and the first token of every request finds its mask cached.
+  std::vector<uint32_t> first_mask(static_cast<size_t>(g->index->trie().n_words()), 0);
+  MaskWalker(*g).fill(*g->initial_set, first_mask);
   return g;
 }
 

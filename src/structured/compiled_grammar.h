@@ -150,9 +150,15 @@ class CompiledGrammar {
   // What `state` decides alone for an item of count `count`. Lazily computed and cached (per
   // state, and for states in a counted region per abstracted count: within one token the count
   // grows by at most the token's length, so counts far from both bounds behave alike); safe to
-  // call from several threads.
-  const StateMaskInfo& mask_info(int32_t state, int32_t count) const;
+  // call from several threads. The computation is charged to `budget` (one mask's budget).
+  const StateMaskInfo& mask_info(int32_t state, int32_t count, CompileBudget& budget) const;
   void init_mask_cache();  // once n_states is final
+
+  // What computing one mask may cost (MaskWalker::fill). Nested counted regions can make an
+  // Earley set hold thousands of (state, count) items, each with its own token walk; a request
+  // must not stall the engine for that, so the mask throws llms::Error(kInvalidArgument)
+  // "constraint too complex" instead. Cached work is free, so a warm mask never trips it.
+  CompileLimits mask_limits{std::chrono::milliseconds(1000), 50'000'000};
 
   std::shared_ptr<const TokenIndex> index;
   int32_t max_token_bytes = 0;  // the index's longest text token

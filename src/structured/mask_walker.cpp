@@ -15,22 +15,25 @@ MaskWalker::MaskWalker(const CompiledGrammar& grammar)
 
 void MaskWalker::fill(const EarleySet& set, std::span<uint32_t> words) {
   seen_infos_.clear();
+  CompileBudget budget(g_.mask_limits);
   for (const EarleyItem& item : set.items) {
     if (!(g_.flags[static_cast<size_t>(item.state)] & kHasBytes)) continue;
-    const StateMaskInfo& info = g_.mask_info(item.state, item.count);
+    budget.charge(1, "token mask items");
+    const StateMaskInfo& info = g_.mask_info(item.state, item.count, budget);
     // Items sharing an info share `accepted`; only their continuations depend on the origin.
     if (std::find(seen_infos_.begin(), seen_infos_.end(), &info) == seen_infos_.end()) {
       seen_infos_.push_back(&info);
       info.accepted.or_into(words);
     }
     for (const Continuation& c : info.continuations) {
-      walk_continuation(c, item.state, item.count, item.origin, words);
+      walk_continuation(c, item.state, item.count, item.origin, words, budget);
     }
   }
 }
 
 void MaskWalker::walk_continuation(const Continuation& c, int32_t item_state, int32_t item_count,
-                                   const EarleySet* origin, std::span<uint32_t> words) {
+                                   const EarleySet* origin, std::span<uint32_t> words,
+                                   CompileBudget& budget) {
   const detail::TokenTrie& trie = g_.index->trie();
   const auto& nodes = trie.nodes();
   const detail::TrieNode& base = nodes[static_cast<size_t>(c.node)];
@@ -44,6 +47,7 @@ void MaskWalker::walk_continuation(const Continuation& c, int32_t item_state, in
       i = node.subtree_end;
       continue;
     }
+    budget.charge(static_cast<int64_t>(levels_[level].items.size()), "token mask walks");
     for (int32_t id : trie.tokens_at(node)) words[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
     ++i;
   }

@@ -120,7 +120,7 @@ void sort_unique(std::vector<View>& views) {
 // kMaxCountedChars levels or kMaxSets sets stops there (a lower bound is still exact: the
 // trie walk decides the rest).
 int absorbed_chars(const CompiledGrammar& g, const Walker& walker, const std::vector<View>& start,
-                   int k) {
+                   int k, CompileBudget& budget) {
   constexpr size_t kMaxSets = 512;
   const auto& sequences = detail::TokenTrie::class_sequences(k);
   const auto n_classes = static_cast<size_t>(g.n_classes);
@@ -147,6 +147,7 @@ int absorbed_chars(const CompiledGrammar& g, const Walker& walker, const std::ve
                     moved);
               }
               if (moved.empty()) return depth;
+              budget.charge(static_cast<int64_t>(moved.size()), "token mask walks");
               sort_unique(moved);
               next_frontier.push_back(moved);
             }
@@ -172,7 +173,7 @@ int absorbed_chars(const CompiledGrammar& g, const Walker& walker, const std::ve
 }
 
 std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32_t state,
-                                                 CountKey key) {
+                                                 CountKey key, CompileBudget& budget) {
   const detail::TokenTrie& trie = g.index->trie();
   std::vector<uint32_t> bits(static_cast<size_t>(trie.n_words()), 0);
   auto info = std::make_unique<StateMaskInfo>();
@@ -181,7 +182,7 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
 
   std::array<int, detail::kNumTokenClasses> absorbed{};
   for (int k = 0; k < detail::kNumTokenClasses; ++k) {
-    absorbed[static_cast<size_t>(k)] = absorbed_chars(g, walker, start, k);
+    absorbed[static_cast<size_t>(k)] = absorbed_chars(g, walker, start, k, budget);
     if (absorbed[static_cast<size_t>(k)] == 0) continue;
     const auto class_bits = trie.class_tokens(k, absorbed[static_cast<size_t>(k)]);
     for (size_t i = 0; i < bits.size(); ++i) bits[i] |= class_bits[i];
@@ -227,6 +228,7 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
       i = node.subtree_end;
       continue;
     }
+    budget.charge(static_cast<int64_t>(here.size()), "token mask walks");
     sort_unique(here);
     for (int32_t id : trie.tokens_at(node)) bits[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
     if (node.subtree_end > i + 1) {
@@ -257,13 +259,14 @@ void CompiledGrammar::init_mask_cache() {
       std::make_unique<std::atomic<const StateMaskInfo*>[]>(static_cast<size_t>(n_states));
 }
 
-const StateMaskInfo& CompiledGrammar::mask_info(int32_t state, int32_t count) const {
+const StateMaskInfo& CompiledGrammar::mask_info(int32_t state, int32_t count,
+                                                 CompileBudget& budget) const {
   const int32_t r = state_region[static_cast<size_t>(state)];
   if (r < 0) {
     std::atomic<const StateMaskInfo*>& slot = mask_infos_[static_cast<size_t>(state)];
     const StateMaskInfo* cached = slot.load(std::memory_order_acquire);
     if (cached != nullptr) return *cached;
-    std::unique_ptr<StateMaskInfo> computed = compute_mask_info(*this, state, CountKey{});
+    std::unique_ptr<StateMaskInfo> computed = compute_mask_info(*this, state, CountKey{}, budget);
     const StateMaskInfo* expected = nullptr;
     if (slot.compare_exchange_strong(expected, computed.get(), std::memory_order_acq_rel)) {
       return *computed.release();
@@ -278,7 +281,7 @@ const StateMaskInfo& CompiledGrammar::mask_info(int32_t state, int32_t count) co
     auto it = counted_infos_.find(packed);
     if (it != counted_infos_.end()) return *it->second;
   }
-  std::unique_ptr<const StateMaskInfo> computed = compute_mask_info(*this, state, key);
+  std::unique_ptr<const StateMaskInfo> computed = compute_mask_info(*this, state, key, budget);
   std::unique_lock lock(counted_mutex_);
   auto [it, inserted] = counted_infos_.emplace(packed, std::move(computed));
   return *it->second;

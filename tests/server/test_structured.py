@@ -119,6 +119,14 @@ def main(binary):
                 assert status == 400, (status, raw[:300])
                 err = json.loads(raw)["error"]
                 assert err["param"] == param, (err, param)
+            # Cheap first mask ('x'), exploding second one: that request fails with a bounded
+            # error, and the server goes on.
+            status, _, raw = srv.request("POST", "/v1/chat/completions", {
+                "model": "qwen", "messages": ASK, "max_tokens": 4,
+                "guided_regex": "x((a|b){0,1000}){0,1000}"})
+            assert status == 500, (status, raw[:300])
+            assert "constraint too complex" in json.loads(raw)["error"]["message"], raw[:300]
+            assert chat(max_tokens=4).choices[0].message.content
 
         def tool_choice_required_and_named():
             ask = [{"role": "user", "content": "What's the weather in Paris?"}]

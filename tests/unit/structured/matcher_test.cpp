@@ -184,5 +184,38 @@ TEST(Matcher, ChoicesAreExact) {
   EXPECT_THROW(compile_choices(std::vector<std::string>{}, byte_index()), Error);
 }
 
+// Nested counted regions can make one mask's token walks explode (thousands of (state, count)
+// items, each walking the vocabulary). The first mask is computed while compiling, so such a
+// pattern is a compile error; a later one is an error from fill_mask, bounded in time, never a
+// stalled step.
+std::vector<std::string> runs_of_a_and_b() {
+  std::vector<std::string> extra;
+  for (int n = 2; n <= 16; ++n) {
+    extra.push_back(std::string(static_cast<size_t>(n), 'a'));
+    extra.push_back(std::string(static_cast<size_t>(n), 'b'));
+    std::string mixed;
+    for (int i = 0; i < n; ++i) mixed += i % 2 ? 'b' : 'a';
+    extra.push_back(mixed);
+  }
+  return extra;
+}
+
+TEST(Matcher, ExplodingMasksAreBoundedErrors) {
+  const auto index = byte_index(runs_of_a_and_b());
+  try {
+    compile_regex("((a|b){0,1000}){0,1000}", index);
+    FAIL() << "expected the first mask to exceed its budget";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("constraint too complex"), std::string::npos) << e.what();
+  }
+  // The first mask is cheap ('x' only); the second one explodes.
+  auto g = compile_regex("x((a|b){0,1000}){0,1000}", index);
+  Matcher m(g);
+  EXPECT_EQ(allowed_ids(m), std::vector<int32_t>{'x'});
+  ASSERT_TRUE(m.accept_token('x'));
+  EXPECT_THROW(allowed_ids(m), Error);
+}
+
 }  // namespace
 }  // namespace llms::structured
