@@ -104,6 +104,30 @@ StructuredOutput from_response_format(const json& rf) {
   return s;
 }
 
+// One constraint given as `value` under a vLLM key (json, regex, choice, grammar, json_object);
+// `param` names it in errors (structured_outputs.regex, guided_regex, ...).
+StructuredOutput from_vllm_key(std::string_view key, const json& value, const std::string& param) {
+  StructuredOutput s;
+  s.param = param;
+  if (key == "json") {
+    s.kind = StructuredOutput::Kind::kJsonSchema;
+    s.schema = schema_value(value, param);
+  } else if (key == "regex") {
+    s.kind = StructuredOutput::Kind::kRegex;
+    s.text = non_empty_string(value, param);
+  } else if (key == "choice") {
+    s.kind = StructuredOutput::Kind::kChoice;
+    s.choices = choice_list(value, param);
+  } else if (key == "grammar") {
+    s.kind = StructuredOutput::Kind::kGrammar;
+    s.text = non_empty_string(value, param);
+  } else {  // json_object
+    if (!value.is_boolean()) throw_invalid(param, param + ": must be a boolean");
+    if (value.get<bool>()) s.kind = StructuredOutput::Kind::kJsonObject;
+  }
+  return s;
+}
+
 StructuredOutput from_vllm(const json& so) {
   if (!so.is_object()) throw_invalid("structured_outputs", "structured_outputs: must be an object");
   StructuredOutput s;
@@ -111,25 +135,10 @@ StructuredOutput from_vllm(const json& so) {
   for (const char* key : {"json", "regex", "choice", "grammar", "json_object"}) {
     const json* v = present(so, key);
     if (v == nullptr) continue;
-    if (std::string(key) == "json_object" && v->is_boolean() && !v->get<bool>()) continue;
+    StructuredOutput given = from_vllm_key(key, *v, std::string("structured_outputs.") + key);
+    if (!given.active()) continue;  // json_object: false
     ++n;
-    s.param = std::string("structured_outputs.") + key;
-    if (std::string(key) == "json") {
-      s.kind = StructuredOutput::Kind::kJsonSchema;
-      s.schema = schema_value(*v, s.param);
-    } else if (std::string(key) == "regex") {
-      s.kind = StructuredOutput::Kind::kRegex;
-      s.text = non_empty_string(*v, s.param);
-    } else if (std::string(key) == "choice") {
-      s.kind = StructuredOutput::Kind::kChoice;
-      s.choices = choice_list(*v, s.param);
-    } else if (std::string(key) == "grammar") {
-      s.kind = StructuredOutput::Kind::kGrammar;
-      s.text = non_empty_string(*v, s.param);
-    } else {
-      if (!v->is_boolean()) throw_invalid(s.param, s.param + ": must be a boolean");
-      s.kind = StructuredOutput::Kind::kJsonObject;
-    }
+    s = std::move(given);
   }
   if (n > 1) {
     throw_invalid("structured_outputs",
@@ -159,43 +168,19 @@ StructuredOutput parse_structured_output(const json& body) {
   if (const json* so = present(body, "structured_outputs")) {
     take(from_vllm(*so), "structured_outputs");
   }
-  if (const json* v = present(body, "guided_json")) {
-    StructuredOutput s;
-    s.kind = StructuredOutput::Kind::kJsonSchema;
-    s.param = "guided_json";
-    s.schema = schema_value(*v, s.param);
-    take(std::move(s), "guided_json");
-  }
-  if (const json* v = present(body, "guided_regex")) {
-    StructuredOutput s;
-    s.kind = StructuredOutput::Kind::kRegex;
-    s.param = "guided_regex";
-    s.text = non_empty_string(*v, s.param);
-    take(std::move(s), "guided_regex");
-  }
-  if (const json* v = present(body, "guided_choice")) {
-    StructuredOutput s;
-    s.kind = StructuredOutput::Kind::kChoice;
-    s.param = "guided_choice";
-    s.choices = choice_list(*v, s.param);
-    take(std::move(s), "guided_choice");
-  }
-  if (const json* v = present(body, "guided_grammar")) {
-    StructuredOutput s;
-    s.kind = StructuredOutput::Kind::kGrammar;
-    s.param = "guided_grammar";
-    s.text = non_empty_string(*v, s.param);
-    take(std::move(s), "guided_grammar");
+  // vLLM's older spelling: guided_json, guided_regex, guided_choice, guided_grammar.
+  for (const char* key : {"json", "regex", "choice", "grammar"}) {
+    const std::string field = std::string("guided_") + key;
+    if (const json* v = present(body, field.c_str())) {
+      take(from_vllm_key(key, *v, field), field.c_str());
+    }
   }
   return out;
 }
 
-void with_key_order(std::string_view body_text, StructuredOutput& so) {
-  if (so.kind != StructuredOutput::Kind::kJsonSchema) return;
-  nlohmann::ordered_json doc =
-      nlohmann::ordered_json::parse(body_text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return;
-  const nlohmann::ordered_json* at = &doc;
+void with_key_order(const nlohmann::ordered_json& body, StructuredOutput& so) {
+  if (so.kind != StructuredOutput::Kind::kJsonSchema || body.is_discarded()) return;
+  const nlohmann::ordered_json* at = &body;
   size_t begin = 0;
   while (begin <= so.param.size()) {
     const size_t dot = std::min(so.param.find('.', begin), so.param.size());
