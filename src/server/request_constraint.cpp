@@ -13,17 +13,19 @@ std::shared_ptr<const sampling::TokenConstraintFactory> request_constraint(
     OpenAiRequest& r, std::string_view body_text, ConstraintCompiler* compiler,
     ToolCallFormat tool_format) {
   std::shared_ptr<const sampling::TokenConstraintFactory> constraint;
+  if (!r.structured.active() && r.tools.is_null()) return constraint;
+  // The request with its keys as the client wrote them: a schema's and the tools' parameters'
+  // property order is the order the model is asked to write them in.
+  const nlohmann::ordered_json doc =
+      nlohmann::ordered_json::parse(body_text, nullptr, /*allow_exceptions=*/false);
   if (r.structured.active()) {
     if (compiler == nullptr) {
       throw_invalid(r.structured.param, r.structured.param + ": structured output is off");
     }
-    with_key_order(body_text, r.structured);
+    with_key_order(doc, r.structured);
     constraint = compiler->compile(r.structured);
   }
   if (r.tools.is_null()) return constraint;
-  // The tools with their keys as the client wrote them (the parameters' property order).
-  const nlohmann::ordered_json doc =
-      nlohmann::ordered_json::parse(body_text, nullptr, /*allow_exceptions=*/false);
   const nlohmann::ordered_json tools =
       !doc.is_discarded() && doc.is_object() && doc.contains("tools") && doc["tools"].is_array()
           ? doc["tools"]

@@ -30,9 +30,9 @@ struct StructuredOutput {
 
 StructuredOutput parse_structured_output(const nlohmann::json& body);
 
-// Fills so.ordered_schema from the request's text (a JSON Schema's `properties` order is the
-// order a model is asked to write them in; nlohmann::json sorts keys). body_text must be the text
-// `so` was parsed from.
-void with_key_order(std::string_view body_text, StructuredOutput& so);
+// Fills so.ordered_schema from the request parsed with its keys in order (a JSON Schema's
+// `properties` order is the order a model is asked to write them in; nlohmann::json sorts keys).
+// `body` must be the request `so` was parsed from.
+void with_key_order(const nlohmann::ordered_json& body, StructuredOutput& so);
 
 }  // namespace llms::server
