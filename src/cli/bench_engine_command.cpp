@@ -11,7 +11,7 @@
 //    (warm, prefix-cache hits);
 //  - KV waste: allocated token slots minus the slots holding tokens, over allocated, sampled at
 //    the end of a run of mixed-length requests.
-// With --json-schema FILE or --regex R every request is constrained (structured output), so the
+// With --json-schema FILE, --regex R or --grammar FILE every request is constrained (structured output), so the
 // cost of the masks shows against the same run without them.
 #include "bench_engine_command.h"
 
@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -32,9 +31,7 @@
 #include "engine_options.h"
 #include "gguf/gguf_file.h"
 #include "model_registry.h"
-#include "server/api_error.h"
-#include "server/constraint_compiler.h"
-#include "server/structured_output_request.h"
+#include "structured_options.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -56,8 +53,7 @@ struct BenchEngineOptions {
   int32_t waste_requests = 48;
   bool skip_prefix = false;
   bool skip_waste = false;
-  std::string json_schema_file;
-  std::string regex;
+  StructuredOptions structured;
   EngineOptions engine;
 };
 
@@ -225,42 +221,11 @@ int run_bench_engine(const BenchEngineOptions& o) {
   engine::Engine eng(file, tok, config);
   print_kv_pool(eng, stderr);
   std::mt19937_64 rng(42);
-  if (!o.json_schema_file.empty() || !o.regex.empty()) {
-    if (!o.json_schema_file.empty() && !o.regex.empty()) {
-      throw Error(Error::Kind::kInvalidArgument, "--json-schema and --regex: give one");
-    }
-    server::StructuredOutput so;
-    if (!o.regex.empty()) {
-      so.kind = server::StructuredOutput::Kind::kRegex;
-      so.param = "--regex";
-      so.text = o.regex;
-    } else {
-      std::ifstream in(o.json_schema_file);
-      std::stringstream text;
-      text << in.rdbuf();
-      so.kind = server::StructuredOutput::Kind::kJsonSchema;
-      so.param = "--json-schema";
-      so.ordered_schema = nlohmann::ordered_json::parse(text.str(), nullptr, false);
-      if (!in || so.ordered_schema.is_discarded()) {
-        throw Error(
-            Error::Kind::kInvalidArgument,
-            fmt::format("--json-schema: '{}' is not a readable JSON file", o.json_schema_file));
-      }
-      so.schema = nlohmann::json::parse(text.str());
-    }
-    server::ConstraintCompiler compiler(tok, eng.n_vocab());
-    try {
-      g_constraint = compiler.compile(so);
-    } catch (const server::ApiError& e) {
-      throw Error(Error::Kind::kInvalidArgument, e.what());
-    }
-  }
+  g_constraint = compile_structured_options(o.structured, tok, eng.n_vocab());
 
   json report;
   report["model"] = path.filename().string();
-  report["constraint"] = !o.regex.empty()              ? "regex: " + o.regex
-                         : !o.json_schema_file.empty() ? "json_schema: " + o.json_schema_file
-                                                       : "none";
+  report["constraint"] = o.structured.describe();
   report["max_num_seqs"] = eo.max_num_seqs;
   report["max_num_batched_tokens"] = eo.max_num_batched_tokens;
   report["kv_blocks"] = eng.kv_pool().n_blocks;
@@ -313,9 +278,7 @@ void add_bench_engine_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--skip-prefix", o->skip_prefix, "Skip the prefix-caching measurement");
   cmd->add_flag("--skip-waste", o->skip_waste, "Skip the KV-waste measurement");
-  cmd->add_option("--json-schema", o->json_schema_file,
-                  "Every request's output follows this JSON Schema (structured output)");
-  cmd->add_option("--regex", o->regex, "Every request's output matches this regex");
+  add_structured_options(*cmd, o->structured);  // every request is constrained
   cmd->add_option("--cache-dir", o->cache_dir, "Cache root for registered models");
   add_engine_options(*cmd, o->engine);
   cmd->callback([o, &exit_code] { exit_code = run_bench_engine(*o); });

@@ -11,10 +11,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -24,10 +22,8 @@
 #include "model/model_config.h"
 #include "model_registry.h"
 #include "sampling/sampler.h"
-#include "server/api_error.h"
-#include "server/constraint_compiler.h"
-#include "server/structured_output_request.h"
 #include "speculative_options.h"
+#include "structured_options.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -52,10 +48,7 @@ struct RunOptions {
   int32_t prefill_chunk = 512;
   std::string kv_cache_dtype = "auto";
   std::vector<std::string> stop;
-  // Structured output (at most one): a JSON Schema file, a regex, a GBNF grammar file.
-  std::string json_schema_file;
-  std::string regex;
-  std::string grammar_file;
+  StructuredOptions structured;
   sampling::SamplingParams sampling;
   int64_t seed = -1;
   SpeculativeOptions speculative;
@@ -63,54 +56,6 @@ struct RunOptions {
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::string read_text_file(const std::string& path, const char* flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error(Error::Kind::kInvalidArgument, fmt::format("{}: cannot open '{}'", flag, path));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// --json-schema FILE, --regex R or --grammar FILE compiled as the server compiles a request's
-// structured output (null when none is given).
-std::shared_ptr<const sampling::TokenConstraintFactory> structured_constraint(
-    const RunOptions& opts, const tokenizer::Tokenizer& tok, int32_t n_logit_rows) {
-  const int n_given =
-      !opts.json_schema_file.empty() + !opts.regex.empty() + !opts.grammar_file.empty();
-  if (n_given == 0) return nullptr;
-  if (n_given > 1) {
-    throw Error(Error::Kind::kInvalidArgument,
-                "--json-schema, --regex and --grammar: give at most one");
-  }
-  server::StructuredOutput so;
-  if (!opts.json_schema_file.empty()) {
-    const std::string text = read_text_file(opts.json_schema_file, "--json-schema");
-    so.kind = server::StructuredOutput::Kind::kJsonSchema;
-    so.param = "--json-schema";
-    so.ordered_schema = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (so.ordered_schema.is_discarded()) {
-      throw Error(Error::Kind::kInvalidArgument,
-                  fmt::format("--json-schema: '{}' is not JSON", opts.json_schema_file));
-    }
-    so.schema = nlohmann::json::parse(text);
-  } else if (!opts.regex.empty()) {
-    so.kind = server::StructuredOutput::Kind::kRegex;
-    so.param = "--regex";
-    so.text = opts.regex;
-  } else {
-    so.kind = server::StructuredOutput::Kind::kGrammar;
-    so.param = "--grammar";
-    so.text = read_text_file(opts.grammar_file, "--grammar");
-  }
-  server::ConstraintCompiler compiler(tok, n_logit_rows);
-  try {
-    return compiler.compile(so);
-  } catch (const server::ApiError& e) {
-    throw Error(Error::Kind::kInvalidArgument, e.what());
-  }
 }
 
 int run(RunOptions opts) {
@@ -152,7 +97,7 @@ int run(RunOptions opts) {
   const double load_s = seconds_since(t_load);
 
   engine::GenerationRequest request;
-  request.constraint = structured_constraint(opts, tok, eng.n_vocab());
+  request.constraint = compile_structured_options(opts.structured, tok, eng.n_vocab());
   request.prompt = prompt_ids;
   request.sampling = opts.sampling;
   request.max_tokens = opts.n_predict;
@@ -264,11 +209,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--frequency-penalty", opts->sampling.frequency_penalty, "0 = off");
   cmd->add_option("--seed", opts->seed, "Sampling seed (default: random)");
   cmd->add_option("--stop", opts->stop, "Stop string (repeatable; never printed)");
-  cmd->add_option("--json-schema", opts->json_schema_file,
-                  "The output is JSON valid under the JSON Schema in this file");
-  cmd->add_option("--regex", opts->regex, "The output matches this regular expression");
-  cmd->add_option("--grammar", opts->grammar_file,
-                  "The output is a sentence of the GBNF grammar in this file (docs/STRUCTURED.md)");
+  add_structured_options(*cmd, opts->structured);
   cmd->add_flag("--ignore-eos", opts->ignore_eos, "Keep generating past end-of-text tokens");
   cmd->add_flag("--json", opts->json, "Print the figures as one JSON object on stderr");
   cmd->add_option("--cache-dir", opts->cache_dir, "Cache root for registered models");
