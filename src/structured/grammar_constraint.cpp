@@ -1,6 +1,8 @@
 // structured/grammar_constraint: see grammar_constraint.h.
 #include "structured/grammar_constraint.h"
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -22,18 +24,24 @@ class GrammarConstraint final : public sampling::TokenConstraint {
     constexpr float kNever = -std::numeric_limits<float>::infinity();
     const size_t n_rows = logits.size();
     bool any = false;
+    // Word by word: most words are all allowed (skipped) or all refused (filled); only mixed
+    // words visit their refused bits, one count-trailing-zeros each.
     for (size_t w = 0; w < words_.size(); ++w) {
-      const uint32_t bits = words_[w];
       const size_t first = w * 32;
       if (first >= n_rows) break;
-      if (bits == 0xffffffffu && first + 32 <= n_rows) {
-        any = true;
+      const size_t end = std::min(first + 32, n_rows);
+      // Bits past the last row are treated as allowed: there is nothing to mask there.
+      const uint32_t in_rows = end - first == 32 ? 0xffffffffu : (1u << (end - first)) - 1u;
+      const uint32_t refused = ~words_[w] & in_rows;
+      if (refused != in_rows) any = true;
+      if (refused == 0) continue;
+      if (refused == 0xffffffffu) {
+        std::fill(logits.begin() + static_cast<std::ptrdiff_t>(first),
+                  logits.begin() + static_cast<std::ptrdiff_t>(first + 32), kNever);
         continue;
       }
-      if (bits != 0) any = true;
-      const size_t end = std::min(first + 32, n_rows);
-      for (size_t id = first; id < end; ++id) {
-        if ((bits >> (id - first) & 1u) == 0) logits[id] = kNever;
+      for (uint32_t r = refused; r != 0; r &= r - 1) {
+        logits[first + static_cast<size_t>(std::countr_zero(r))] = kNever;
       }
     }
     // Rows the vocabulary does not cover (a padded output matrix) are never allowed.
