@@ -120,11 +120,12 @@ def main(binary):
                 err = json.loads(raw)["error"]
                 assert err["param"] == param, (err, param)
             # Cheap first mask ('x'), exploding second one: that request fails with a bounded
-            # error, and the server goes on.
+            # error (500; 400 under the sanitizers, where compiling alone runs out of time), and
+            # the server goes on.
             status, _, raw = srv.request("POST", "/v1/chat/completions", {
                 "model": "qwen", "messages": ASK, "max_tokens": 4,
                 "guided_regex": "x((a|b){0,1000}){0,1000}"})
-            assert status == 500, (status, raw[:300])
+            assert status in (400, 500), (status, raw[:300])
             assert "constraint too complex" in json.loads(raw)["error"]["message"], raw[:300]
             assert chat(max_tokens=4).choices[0].message.content
 
