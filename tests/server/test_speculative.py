@@ -14,6 +14,7 @@ import json
 import socket
 import sys
 import threading
+import time
 
 import harness
 
@@ -63,6 +64,19 @@ def stream_body(srv, prompt, max_tokens):
             if line.startswith("data: ")]
 
 
+def settled_metric(srv, name, quiet_s=0.5, limit_s=30):
+    """The metric once it has not moved for quiet_s (the server is idle between requests)."""
+    value = srv.metric(name)
+    deadline = time.time() + limit_s
+    while time.time() < deadline:
+        time.sleep(quiet_s)
+        again = srv.metric(name)
+        if again == value:
+            return value
+        value = again
+    return value
+
+
 def main():
     binary = sys.argv[1]
     with harness.Server(binary) as plain:
@@ -82,11 +96,13 @@ def main():
 
         # Per request: num_speculative_tokens 0 turns drafting off (the same text, no new
         # drafts); out of range is a 400 naming the field.
-        before = srv.metric("vllm:spec_decode_num_drafts_total")
+        # The counters are published after the step that ends a request, so a client can read
+        # them before its last step's drafts are counted: read them once they are settled.
+        before = settled_metric(srv, "vllm:spec_decode_num_drafts_total")
         status, _, raw = complete(srv, PROMPTS[1], num_speculative_tokens=0)
         assert status == 200, (status, raw[:300])
         assert json.loads(raw)["choices"][0]["text"] == expected[1]
-        assert srv.metric("vllm:spec_decode_num_drafts_total") == before
+        assert settled_metric(srv, "vllm:spec_decode_num_drafts_total") == before
         for bad in (17, -1, "4"):
             status, _, raw = complete(srv, PROMPTS[1], num_speculative_tokens=bad)
             assert status == 400, (bad, status, raw[:300])
