@@ -12,6 +12,7 @@
 #include "bench_structured_command.h"
 #include "bench_tokenizer_command.h"
 #include "inspect_command.h"
+#include "perplexity_command.h"
 #include "pull_command.h"
 #include "run_command.h"
 #include "serve_command.h"
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   llms::cli::add_bench_command(app, exit_code);
   llms::cli::add_bench_tokenizer_command(app, exit_code);
   llms::cli::add_bench_structured_command(app, exit_code);
+  llms::cli::add_perplexity_command(app, exit_code);
   llms::cli::add_tokenize_command(app, exit_code);
   llms::cli::add_tiny_model_command(app, exit_code);
   try {

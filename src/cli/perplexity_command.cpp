@@ -1,0 +1,143 @@
+// cli/perplexity_command: `llmserve perplexity -m MODEL -f TEXT [--ctx N] [--batch N] [--json]`.
+//
+// Perplexity of a model over a text file, windowed and scored as llama.cpp's llama-perplexity
+// does (eval/perplexity.h), so the two can be compared on the same GGUF, text and window. A
+// progress line per window goes to stderr; the result to stdout (text, or JSON with --json).
+#include "perplexity_command.h"
+
+#include <fmt/core.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "engine_options.h"
+#include "eval/perplexity.h"
+#include "gguf/gguf_file.h"
+#include "model/cpu_runner.h"
+#include "model_registry.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+#include "util/utf8.h"
+
+namespace llms::cli {
+namespace {
+
+struct PerplexityCommandOptions {
+  std::string model = "default";
+  std::string text_file;
+  std::string cache_dir;
+  std::string kv_type = "auto";
+  int32_t ctx = 512;
+  int32_t batch = 0;  // 0: ctx
+  int threads = 0;
+  bool as_json = false;
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(Error::Kind::kInvalidArgument, fmt::format("-f: cannot open '{}'", path));
+  std::ostringstream s;
+  s << in.rdbuf();
+  std::string text = s.str();
+  if (text.empty()) throw Error(Error::Kind::kInvalidArgument, fmt::format("-f: '{}' is empty", path));
+  const size_t bad = find_invalid_utf8(text);
+  if (bad != std::string::npos) {
+    throw Error(Error::Kind::kInvalidArgument,
+                fmt::format("-f: '{}' is not UTF-8 (invalid byte at offset {})", path, bad));
+  }
+  return text;
+}
+
+int run_perplexity(const PerplexityCommandOptions& o) {
+  const std::string text = read_text(o.text_file);
+  const auto path = resolve_model(o.model, o.cache_dir);
+  const gguf::GgufFile file = gguf::GgufFile::open(path);
+  const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(file);
+
+  eval::PerplexityOptions options;
+  options.ctx = o.ctx;
+  options.batch = o.batch > 0 ? o.batch : o.ctx;
+  options.kv_type = parse_kv_cache_dtype(o.kv_type);
+  // As llama.cpp: the whole text is tokenized with the model's special tokens (a BOS where the
+  // model adds one), and each window starts with BOS when the model adds one.
+  const std::vector<int32_t> tokens = tok.encode(text);
+  if (tok.add_bos() && tok.bos_id() >= 0) options.bos_id = tok.bos_id();
+  const int32_t n_windows = eval::count_windows(static_cast<int64_t>(tokens.size()), options);
+
+  const int threads = o.threads > 0 ? o.threads : physical_core_count();
+  model::CpuRunner runner(file, std::make_shared<ThreadPool>(threads));
+  const uint64_t n_ctx_train = runner.config().n_ctx_train;
+  if (n_ctx_train > 0 && static_cast<uint64_t>(options.ctx) > n_ctx_train) {
+    throw Error(Error::Kind::kInvalidArgument,
+                fmt::format("--ctx: {} is more than the model's training context {}", options.ctx,
+                            n_ctx_train));
+  }
+  std::fprintf(stderr, "[perplexity] %s: %zu tokens, %d windows of %d, %d threads\n",
+               path.filename().string().c_str(), tokens.size(), n_windows, options.ctx, threads);
+  const auto t0 = std::chrono::steady_clock::now();
+  const eval::PerplexityResult r =
+      eval::perplexity(runner, tokens, options, [&](const eval::PerplexityProgress& p) {
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::fprintf(stderr, "\r[perplexity] window %d/%d  ppl %.4f  %.1f s, ~%.0f s left   ",
+                     p.windows_done, p.windows_total, p.ppl_so_far, s,
+                     s / p.windows_done * (p.windows_total - p.windows_done));
+        std::fflush(stderr);
+      });
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "\n");
+  if (o.as_json) {
+    nlohmann::json j;
+    j["model"] = path.filename().string();
+    j["text"] = o.text_file;
+    j["ctx"] = options.ctx;
+    j["batch"] = options.batch;
+    j["kv_cache_dtype"] = o.kv_type;
+    j["n_tokens"] = r.n_tokens;
+    j["n_windows"] = r.n_windows;
+    j["n_scored"] = r.n_scored;
+    j["ppl"] = r.ppl;
+    j["ppl_stderr"] = r.ppl_stderr;
+    j["mean_nll"] = r.mean_nll;
+    j["ppl_after_window"] = r.ppl_after_window;
+    j["seconds"] = seconds;
+    j["tokens_per_s"] = static_cast<double>(r.n_windows) * options.ctx / seconds;
+    j["threads"] = threads;
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("Final estimate: PPL = %.4f +/- %.5f (%lld tokens scored in %d windows of %d; "
+                "%.1f s)\n",
+                r.ppl, r.ppl_stderr, static_cast<long long>(r.n_scored), r.n_windows, options.ctx,
+                seconds);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_perplexity_command(CLI::App& app, int& exit_code) {
+  auto opts = std::make_shared<PerplexityCommandOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "perplexity",
+      "Perplexity of a model over a text file, in windows scored as llama.cpp's llama-perplexity");
+  cmd->add_option("-m,--model", opts->model, "GGUF file or registered model")->capture_default_str();
+  cmd->add_option("-f,--file", opts->text_file, "UTF-8 text file")->required();
+  cmd->add_option("--ctx", opts->ctx, "Tokens per window (the second half of each is scored)")
+      ->capture_default_str();
+  cmd->add_option("--batch", opts->batch,
+                  "Tokens per forward pass (default: --ctx; a multiple of --ctx runs several "
+                  "windows per pass)");
+  add_kv_cache_dtype_option(*cmd, opts->kv_type);
+  add_threads_option(*cmd, opts->threads);
+  cmd->add_flag("--json", opts->as_json, "Print the result as JSON");
+  cmd->add_option("--cache-dir", opts->cache_dir, "Cache root for registered models");
+  cmd->callback([opts, &exit_code] { exit_code = run_perplexity(*opts); });
+}
+
+}  // namespace llms::cli
