@@ -1,7 +1,10 @@
-// cli/perplexity_command: `llmserve perplexity -m MODEL -f TEXT [--ctx N] [--batch N] [--json]`.
+// cli/perplexity_command: `llmserve perplexity -m MODEL -f TEXT [--ctx N] [--batch N]
+// [--save-logits FILE] [--kl-divergence-base FILE] [--json]`.
 //
 // Perplexity of a model over a text file, windowed and scored as llama.cpp's llama-perplexity
-// does (eval/perplexity.h), so the two can be compared on the same GGUF, text and window. A
+// does (eval/perplexity.h), so the two can be compared on the same GGUF, text and window. With
+// --save-logits the scored rows' log-probabilities are kept (eval/logits_file.h); with
+// --kl-divergence-base a run is compared row by row with such a file (eval/kl_divergence.h). A
 // progress line per window goes to stderr; the result to stdout (text, or JSON with --json).
 #include "perplexity_command.h"
 
@@ -11,11 +14,16 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "engine_options.h"
+#include "eval/kl_divergence.h"
+#include "eval/logits_file.h"
 #include "eval/perplexity.h"
 #include "gguf/gguf_file.h"
 #include "model/cpu_runner.h"
@@ -33,6 +41,8 @@ struct PerplexityCommandOptions {
   std::string text_file;
   std::string cache_dir;
   std::string kv_type = "auto";
+  std::string save_logits;
+  std::string kl_base;
   int32_t ctx = 512;
   int32_t batch = 0;  // 0: ctx
   int threads = 0;
@@ -78,6 +88,36 @@ int run_perplexity(const PerplexityCommandOptions& o) {
                 fmt::format("--ctx: {} is more than the model's training context {}", options.ctx,
                             n_ctx_train));
   }
+  // What a logits file records of this run, to refuse comparing runs of other texts or models.
+  eval::LogitsFileHeader header;
+  header.n_vocab = static_cast<uint32_t>(runner.n_vocab());
+  header.ctx = static_cast<uint32_t>(options.ctx);
+  header.n_windows = static_cast<uint32_t>(n_windows);
+  header.rows_per_window = static_cast<uint32_t>(options.ctx - options.ctx / 2 - 1);
+  eval::VocabularyHash vocabulary;
+  for (int32_t id = 0; id < tok.n_vocab(); ++id) vocabulary.add_token(tok.token_text(id));
+  header.vocabulary_hash = vocabulary.value();
+  header.tokens.assign(tokens.begin(),
+                       tokens.begin() + static_cast<std::ptrdiff_t>(n_windows) * options.ctx);
+  std::optional<eval::LogitsFileReader> base;
+  if (!o.kl_base.empty()) {
+    base.emplace(o.kl_base);
+    base->header().check_matches(header, o.kl_base);
+  }
+  std::optional<eval::LogitsFileWriter> saved;
+  if (!o.save_logits.empty()) saved.emplace(o.save_logits, header);
+  eval::KlDivergence kl;
+  std::vector<float> log_probs(header.n_vocab);
+  std::vector<float> base_log_probs(header.n_vocab);
+  auto on_row = [&](const eval::ScoredRow& row) {
+    eval::log_softmax(row.logits, log_probs);
+    if (saved) saved->write_row(log_probs);
+    if (base) {
+      const int32_t base_top = base->read_row(base_log_probs);
+      kl.add(base_log_probs, log_probs, base_top);
+    }
+  };
+
   std::fprintf(stderr, "[perplexity] %s: %zu tokens, %d windows of %d, %d threads\n",
                path.filename().string().c_str(), tokens.size(), n_windows, options.ctx, threads);
   const auto t0 = std::chrono::steady_clock::now();
@@ -88,7 +128,10 @@ int run_perplexity(const PerplexityCommandOptions& o) {
                      p.windows_done, p.windows_total, p.ppl_so_far, s,
                      s / p.windows_done * (p.windows_total - p.windows_done));
         std::fflush(stderr);
-      });
+      },
+      saved || base ? std::function<void(const eval::ScoredRow&)>(on_row) : nullptr);
+  if (saved) saved->finish();
+  const eval::KlDivergenceSummary kld = kl.summary();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "\n");
@@ -109,12 +152,25 @@ int run_perplexity(const PerplexityCommandOptions& o) {
     j["seconds"] = seconds;
     j["tokens_per_s"] = static_cast<double>(r.n_windows) * options.ctx / seconds;
     j["threads"] = threads;
+    if (saved) j["saved_logits"] = o.save_logits;
+    if (base) {
+      j["kl_divergence"] = {{"base", o.kl_base},        {"rows", kld.n_rows},
+                            {"mean", kld.mean},         {"median", kld.median},
+                            {"p99", kld.p99},           {"max", kld.max},
+                            {"same_top", kld.same_top}};
+    }
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("Final estimate: PPL = %.4f +/- %.5f (%lld tokens scored in %d windows of %d; "
                 "%.1f s)\n",
                 r.ppl, r.ppl_stderr, static_cast<long long>(r.n_scored), r.n_windows, options.ctx,
                 seconds);
+    if (base) {
+      std::printf("KL-divergence against %s: mean %.6f, median %.6f, p99 %.6f, max %.6f; same top "
+                  "token %.2f %% of %lld rows\n",
+                  o.kl_base.c_str(), kld.mean, kld.median, kld.p99, kld.max, 100.0 * kld.same_top,
+                  static_cast<long long>(kld.n_rows));
+    }
   }
   return 0;
 }
@@ -133,6 +189,12 @@ void add_perplexity_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--batch", opts->batch,
                   "Tokens per forward pass (default: --ctx; a multiple of --ctx runs several "
                   "windows per pass)");
+  cmd->add_option("--save-logits", opts->save_logits,
+                  "Keep the scored rows' log-probabilities in FILE (f16; about 2 bytes x vocabulary "
+                  "x scored tokens) for a later --kl-divergence-base");
+  cmd->add_option("--kl-divergence-base", opts->kl_base,
+                  "Compare with a --save-logits FILE of the same text and window: KL-divergence and "
+                  "top-token agreement per token");
   add_kv_cache_dtype_option(*cmd, opts->kv_type);
   add_threads_option(*cmd, opts->threads);
   cmd->add_flag("--json", opts->as_json, "Print the result as JSON");

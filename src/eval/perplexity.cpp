@@ -44,7 +44,8 @@ double negative_log_likelihood(std::span<const float> logits, int32_t token) {
 
 PerplexityResult perplexity(model::ModelRunner& runner, std::span<const int32_t> tokens,
                             const PerplexityOptions& options,
-                            const std::function<void(const PerplexityProgress&)>& on_window) {
+                            const std::function<void(const PerplexityProgress&)>& on_window,
+                            const std::function<void(const ScoredRow&)>& on_row) {
   PerplexityResult result;
   result.n_tokens = static_cast<int64_t>(tokens.size());
   result.n_windows = count_windows(result.n_tokens, options);
@@ -101,7 +102,9 @@ PerplexityResult perplexity(model::ModelRunner& runner, std::span<const int32_t>
                         fmt::format("token {} is outside the model's {} logits rows", next,
                                     logits.n_vocab));
           }
-          const double nll = negative_log_likelihood(logits.row(s * n_logits + r), next);
+          const std::span<const float> row = logits.row(s * n_logits + r);
+          const double nll = negative_log_likelihood(row, next);
+          if (on_row) on_row({w0 + s, pos, row, next});
           window_nll[static_cast<size_t>(s)] += nll;
           nll_sq_sum += nll * nll;
         }

@@ -50,10 +50,22 @@ int32_t count_windows(int64_t n_tokens, const PerplexityOptions& options);
 // -log softmax(logits)[token], in double precision.
 double negative_log_likelihood(std::span<const float> logits, int32_t token);
 
+// One scored position: the logits at `position` of window `window`, and the token they predict.
+// Rows come in order (window by window, position by position); the logits are valid only during
+// the call.
+struct ScoredRow {
+  int32_t window = 0;
+  int32_t position = 0;
+  std::span<const float> logits;
+  int32_t next_token = 0;
+};
+
 // Runs every window through `runner` (which must be freshly made: this allocates its KV storage)
-// and scores it. `on_window` is called after each window.
+// and scores it. `on_row` sees every scored row (saving logits, KL-divergence); `on_window` is
+// called after each window.
 PerplexityResult perplexity(model::ModelRunner& runner, std::span<const int32_t> tokens,
                             const PerplexityOptions& options,
-                            const std::function<void(const PerplexityProgress&)>& on_window = {});
+                            const std::function<void(const PerplexityProgress&)>& on_window = {},
+                            const std::function<void(const ScoredRow&)>& on_row = {});
 
 }  // namespace llms::eval
