@@ -144,17 +144,25 @@ PatternNode one_fewer(const PatternNode& repeat) {
                              repeat.max == kUnbounded ? kUnbounded : repeat.max - 1);
 }
 
-// The strings s with c s in the language (on simplified nodes; the result is not simplified).
-PatternNode derivative(const PatternNode& node, char32_t c, CompileBudget& budget) {
+// What a language holds after a first character in `allowed` (on simplified nodes; the result
+// is not simplified): its strings that start so, kept whole (kKeep), or with that first character
+// taken off (kDrop; with allowed = {c}, the derivative by c).
+enum class FirstChar { kKeep, kDrop };
+
+PatternNode first_char_in(const PatternNode& node, const CodePointSet& allowed, FirstChar mode,
+                          CompileBudget& budget) {
   using Kind = PatternNode::Kind;
   budget.charge(1, "pattern derivatives");
   switch (node.kind) {
-    case Kind::kSet:
-      return node.set.contains(c) ? empty_string() : PatternNode::nothing();
+    case Kind::kSet: {
+      CodePointSet first = node.set.intersect(allowed);
+      if (mode == FirstChar::kKeep) return PatternNode::of_set(std::move(first));
+      return first.empty() ? PatternNode::nothing() : empty_string();
+    }
     case Kind::kConcat: {
       std::vector<PatternNode> options;
       for (size_t i = 0; i < node.children.size(); ++i) {
-        std::vector<PatternNode> parts{derivative(node.children[i], c, budget)};
+        std::vector<PatternNode> parts{first_char_in(node.children[i], allowed, mode, budget)};
         parts.insert(parts.end(), node.children.begin() + static_cast<std::ptrdiff_t>(i) + 1,
                      node.children.end());
         options.push_back(PatternNode::concat(std::move(parts)));
@@ -165,47 +173,13 @@ PatternNode derivative(const PatternNode& node, char32_t c, CompileBudget& budge
     case Kind::kAlternation: {
       std::vector<PatternNode> options;
       for (const PatternNode& child : node.children)
-        options.push_back(derivative(child, c, budget));
-      return PatternNode::alternation(std::move(options));
-    }
-    case Kind::kRepeat:
-      if (node.max == 0) return PatternNode::nothing();
-      return PatternNode::concat({derivative(node.children[0], c, budget), one_fewer(node)});
-    default:
-      return PatternNode::nothing();
-  }
-}
-
-// The non-empty strings of the language whose first character is in `allowed`.
-PatternNode restrict_first(const PatternNode& node, const CodePointSet& allowed,
-                           CompileBudget& budget) {
-  using Kind = PatternNode::Kind;
-  budget.charge(1, "pattern derivatives");
-  switch (node.kind) {
-    case Kind::kSet:
-      return PatternNode::of_set(node.set.intersect(allowed));
-    case Kind::kConcat: {
-      std::vector<PatternNode> options;
-      for (size_t i = 0; i < node.children.size(); ++i) {
-        std::vector<PatternNode> parts{restrict_first(node.children[i], allowed, budget)};
-        parts.insert(parts.end(), node.children.begin() + static_cast<std::ptrdiff_t>(i) + 1,
-                     node.children.end());
-        options.push_back(PatternNode::concat(std::move(parts)));
-        if (!nullable_language(node.children[i])) break;
-      }
-      return PatternNode::alternation(std::move(options));
-    }
-    case Kind::kAlternation: {
-      std::vector<PatternNode> options;
-      for (const PatternNode& child : node.children) {
-        options.push_back(restrict_first(child, allowed, budget));
-      }
+        options.push_back(first_char_in(child, allowed, mode, budget));
       return PatternNode::alternation(std::move(options));
     }
     case Kind::kRepeat:
       if (node.max == 0) return PatternNode::nothing();
       return PatternNode::concat(
-          {restrict_first(node.children[0], allowed, budget), one_fewer(node)});
+          {first_char_in(node.children[0], allowed, mode, budget), one_fewer(node)});
     default:
       return PatternNode::nothing();
   }
@@ -224,12 +198,13 @@ PatternNode minus_trie(const PatternNode& language, const NameTrie& trie, Compil
   CodePointSet used;
   for (const auto& [cp, child] : trie.children) {
     used.add(cp, cp);
-    PatternNode rest = simplify_pattern(derivative(language, cp, budget));
+    PatternNode rest = simplify_pattern(
+        first_char_in(language, CodePointSet::of(cp), FirstChar::kDrop, budget));
     if (is_empty_language(rest)) continue;
     options.push_back(PatternNode::concat(
         {PatternNode::of_set(CodePointSet::of(cp)), minus_trie(rest, *child, budget)}));
   }
-  options.push_back(restrict_first(language, used.complement(), budget));
+  options.push_back(first_char_in(language, used.complement(), FirstChar::kKeep, budget));
   return simplify_pattern(PatternNode::alternation(std::move(options)));
 }
 
