@@ -12,11 +12,9 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -24,12 +22,14 @@
 #include "engine_options.h"
 #include "eval/kl_divergence.h"
 #include "eval/logits_file.h"
+#include "eval/log_probs.h"
 #include "eval/perplexity.h"
 #include "gguf/gguf_file.h"
 #include "model/cpu_runner.h"
 #include "model_registry.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/text_file.h"
 #include "util/thread_pool.h"
 #include "util/utf8.h"
 
@@ -50,11 +50,7 @@ struct PerplexityCommandOptions {
 };
 
 std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(Error::Kind::kInvalidArgument, fmt::format("-f: cannot open '{}'", path));
-  std::ostringstream s;
-  s << in.rdbuf();
-  std::string text = s.str();
+  std::string text = read_text_file(path, "-f");
   if (text.empty()) throw Error(Error::Kind::kInvalidArgument, fmt::format("-f: '{}' is empty", path));
   const size_t bad = find_invalid_utf8(text);
   if (bad != std::string::npos) {

@@ -3,29 +3,15 @@
 
 #include <fmt/core.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "server/api_error.h"
 #include "server/constraint_compiler.h"
 #include "server/structured_output_request.h"
 #include "util/error.h"
+#include "util/text_file.h"
 
 namespace llms::cli {
-namespace {
-
-std::string read_text_file(const std::string& path, const char* flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error(Error::Kind::kInvalidArgument, fmt::format("{}: cannot open '{}'", flag, path));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-}  // namespace
-
 std::string StructuredOptions::describe() const {
   if (!regex.empty()) return "regex: " + regex;
   if (!json_schema_file.empty()) return "json_schema: " + json_schema_file;

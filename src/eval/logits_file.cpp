@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "eval/log_probs.h"
 #include "quant/float_convert.h"
 #include "util/error.h"
 
@@ -145,19 +146,6 @@ int32_t LogitsFileReader::read_row(std::span<float> log_probs) {
   quant::fp16_to_fp32_row(scratch_.data(), log_probs.data(), header_.n_vocab);
   log_softmax(log_probs, log_probs);
   return top;
-}
-
-int32_t arg_max(std::span<const float> values) {
-  return static_cast<int32_t>(std::max_element(values.begin(), values.end()) - values.begin());
-}
-
-void log_softmax(std::span<const float> logits, std::span<float> log_probs) {
-  float max = logits[0];
-  for (const float v : logits) max = std::max(max, v);
-  double sum = 0.0;
-  for (const float v : logits) sum += std::exp(static_cast<double>(v) - max);
-  const auto shift = static_cast<float>(std::log(sum) + max);
-  for (size_t i = 0; i < logits.size(); ++i) log_probs[i] = logits[i] - shift;
 }
 
 }  // namespace llms::eval

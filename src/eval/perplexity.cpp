@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "eval/log_probs.h"
 #include "kv/step_batch.h"
 #include "util/error.h"
 
@@ -32,14 +33,6 @@ int32_t count_windows(int64_t n_tokens, const PerplexityOptions& options) {
                             n_tokens, options.ctx, 2 * static_cast<int64_t>(options.ctx)));
   }
   return static_cast<int32_t>(n_tokens / options.ctx);
-}
-
-double negative_log_likelihood(std::span<const float> logits, int32_t token) {
-  float max = logits[0];
-  for (const float v : logits) max = std::max(max, v);
-  double sum = 0.0;
-  for (const float v : logits) sum += std::exp(static_cast<double>(v) - max);
-  return std::log(sum) + max - static_cast<double>(logits[static_cast<size_t>(token)]);
 }
 
 PerplexityResult perplexity(model::ModelRunner& runner, std::span<const int32_t> tokens,

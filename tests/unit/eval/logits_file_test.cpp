@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "eval/kl_divergence.h"
+#include "eval/log_probs.h"
 #include "temp_dir.h"
 #include "util/error.h"
 

@@ -1,5 +1,6 @@
 // Perplexity as llama.cpp's llama-perplexity computes it: windows, the scored half, BOS, the
 // batch split, and the arithmetic (a model whose logits are all equal has perplexity n_vocab).
+#include "eval/log_probs.h"
 #include "eval/perplexity.h"
 
 #include <gtest/gtest.h>

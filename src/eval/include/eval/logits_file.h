@@ -75,10 +75,4 @@ class LogitsFileReader {
   std::vector<uint16_t> scratch_;
 };
 
-// log_probs[i] = logits[i] - logsumexp(logits) (in place is fine).
-void log_softmax(std::span<const float> logits, std::span<float> log_probs);
-
-// The first index of the largest value.
-int32_t arg_max(std::span<const float> values);
-
 }  // namespace llms::eval

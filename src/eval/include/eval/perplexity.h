@@ -47,9 +47,6 @@ struct PerplexityResult {
 // or the text is shorter than two windows (llama.cpp's minimum), saying how many tokens it has.
 int32_t count_windows(int64_t n_tokens, const PerplexityOptions& options);
 
-// -log softmax(logits)[token], in double precision.
-double negative_log_likelihood(std::span<const float> logits, int32_t token);
-
 // One scored position: the logits at `position` of window `window`, and the token they predict.
 // Rows come in order (window by window, position by position); the logits are valid only during
 // the call.
