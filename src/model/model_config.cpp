@@ -1,6 +1,7 @@
 #include "model/model_config.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "util/error.h"
 
@@ -38,6 +39,74 @@ class KeyReader {
 // Gemma 3 alternates five sliding-window layers with one global layer; the GGUF file does not
 // store the pattern, so it is a fact of the architecture.
 constexpr uint64_t kGemma3SlidingPattern = 6;
+
+// RoPE scaling as llama.cpp's converter writes it: `<arch>.rope.scaling.*` keys, and Llama 3's
+// scaling as the per-pair divisors of the tensor rope_freqs.weight.
+void read_gguf_rope(const gguf::GgufFile& file, const KeyReader& keys, ModelConfig& c) {
+  c.rope_scaling_type = file.get_string(keys.key("rope.scaling.type")).value_or("none");
+  if (c.rope_scaling_type.empty()) c.rope_scaling_type = "none";
+  c.rope_scaling_factor = keys.optional_float("rope.scaling.factor", 1.0);
+  // llama.cpp falls back to the training context when the original one is not stored.
+  c.rope_original_context =
+      keys.optional_uint("rope.scaling.original_context_length", c.n_ctx_train);
+  c.rope_yarn_beta_fast = keys.optional_float("rope.scaling.yarn_beta_fast", 32.0);
+  c.rope_yarn_beta_slow = keys.optional_float("rope.scaling.yarn_beta_slow", 1.0);
+  c.rope_dimension_count = keys.optional_uint("rope.dimension_count", 0);
+  if (c.rope_dimension_count != 0 && c.rope_dimension_count != c.head_dim_k) {
+    c.unsupported.push_back("partial rotary embedding ('" + keys.key("rope.dimension_count") +
+                            "' = " + std::to_string(c.rope_dimension_count) + " of a head width " +
+                            std::to_string(c.head_dim_k) + ")");
+  }
+  // Knobs of llama.cpp's YaRN whose exact composition with the default temperature we do not
+  // implement: refused unless they hold their neutral value.
+  struct Neutral {
+    const char* suffix;
+    double value;
+  };
+  for (const Neutral& n :
+       {Neutral{"rope.scaling.attn_factor", 1.0}, Neutral{"rope.scaling.yarn_attn_factor", 1.0},
+        Neutral{"rope.scaling.yarn_ext_factor", 1.0},
+        Neutral{"rope.scaling.yarn_log_multiplier", 0.0}}) {
+    auto v = file.get_float(keys.key(n.suffix));
+    if (v && *v != n.value) {
+      c.unsupported.push_back("'" + keys.key(n.suffix) + "' = " + std::to_string(*v));
+    }
+  }
+  if (const gguf::TensorInfo* t = file.find_tensor("rope_freqs.weight")) {
+    if (t->type != gguf::GgmlType::kF32 || t->n_dims != 1) {
+      throw_invalid_file("tensor 'rope_freqs.weight' must be a 1-D F32 vector");
+    }
+    auto bytes = file.tensor_data(*t);
+    if (bytes.size() != t->n_elements * sizeof(float) || t->n_elements > 65536) {
+      throw_invalid_file("tensor 'rope_freqs.weight' has a bad size");
+    }
+    c.rope_freq_divisors.resize(t->n_elements);
+    std::memcpy(c.rope_freq_divisors.data(), bytes.data(), bytes.size());
+  }
+}
+
+// Keys whose presence changes the computation in ways the one forward pass does not follow.
+void note_unsupported_gguf_keys(const gguf::GgufFile& file, const KeyReader& keys, ModelConfig& c) {
+  if (auto n = file.get_uint(keys.key("expert_count")); n && *n > 0) {
+    c.unsupported.push_back("mixture of experts ('" + keys.key("expert_count") +
+                            "' = " + std::to_string(*n) + ")");
+  }
+  for (const char* suffix : {"attention.logit_softcapping", "final_logit_softcapping"}) {
+    if (auto v = file.get_float(keys.key(suffix)); v && *v != 0.0) {
+      c.unsupported.push_back("logit soft-capping ('" + keys.key(suffix) + "')");
+    }
+  }
+  for (const char* suffix : {"attention.scale", "rope.dimension_sections"}) {
+    if (file.find(keys.key(suffix)) != nullptr) {
+      c.unsupported.push_back("'" + keys.key(suffix) + "'");
+    }
+  }
+  // llama.cpp scales Gemma 3 27B's (62 layers) attention by 1/sqrt(n_embd / n_head) rather
+  // than 1/sqrt(head_dim); we scale by the head width only.
+  if (c.architecture == "gemma3" && c.n_layers == 62 && c.n_embd / c.n_heads != c.head_dim_k) {
+    c.unsupported.push_back("Gemma 3 27B's attention scale 1/sqrt(n_embd / n_head)");
+  }
+}
 
 }  // namespace
 
@@ -89,9 +158,9 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
   if (c.head_dim_k == 0 || c.head_dim_v == 0) throw_invalid_file("attention head width is 0");
 
   c.rope_freq_base = keys.optional_float("rope.freq_base", 10000.0);
-  c.rope_scaling_type = file.get_string(keys.key("rope.scaling.type")).value_or("none");
-  c.rope_scaling_factor = keys.optional_float("rope.scaling.factor", 1.0);
   c.rms_norm_eps = keys.optional_float("attention.layer_norm_rms_epsilon", 1e-6);
+  read_gguf_rope(file, keys, c);
+  note_unsupported_gguf_keys(file, keys, c);
 
   c.sliding_window = keys.optional_uint("attention.sliding_window", 0);
   c.is_sliding.assign(c.n_layers, false);
@@ -172,6 +241,65 @@ std::string gguf_architecture(const std::string& model_type) {
   return model_type;
 }
 
+// RoPE: transformers 5 writes `rope_parameters` (rope_theta inside it; per layer type for
+// models like Gemma 3, whose full-attention entry is the scaled one), earlier versions
+// `rope_theta` and `rope_scaling` ("type" in the oldest files). The defaults are
+// modeling_rope_utils'.
+void read_hf_rope(const gguf::HfModelDir& dir, const HfKeys& keys, ModelConfig& c) {
+  std::string prefix = "rope_scaling";
+  if (dir.find(keys.path("rope_parameters")) != nullptr) {
+    prefix = dir.find(keys.path("rope_parameters.full_attention")) != nullptr
+                 ? "rope_parameters.full_attention"
+                 : "rope_parameters";
+  }
+  auto at = [&](const char* key) { return keys.path(prefix + "." + key); };
+  c.rope_freq_base =
+      keys.number("rope_theta").value_or(dir.get_float(at("rope_theta")).value_or(10000.0));
+  auto type = dir.get_string(at("rope_type"));
+  if (!type) type = dir.get_string(at("type"));
+  c.rope_scaling_type = !type || *type == "default" ? "none" : *type;
+  c.rope_original_context =
+      dir.get_uint(at("original_max_position_embeddings")).value_or(c.n_ctx_train);
+  auto factor = dir.get_float(at("factor"));
+  if (!factor && c.rope_scaling_type == "yarn" && c.rope_original_context > 0) {
+    factor = static_cast<double>(c.n_ctx_train) / static_cast<double>(c.rope_original_context);
+  }
+  c.rope_scaling_factor = factor.value_or(1.0);
+  c.rope_llama3_low_freq_factor = dir.get_float(at("low_freq_factor")).value_or(1.0);
+  c.rope_llama3_high_freq_factor = dir.get_float(at("high_freq_factor")).value_or(4.0);
+  // transformers reads these with `or`: 0 means the default too.
+  c.rope_yarn_beta_fast = dir.get_float(at("beta_fast")).value_or(0.0);
+  if (c.rope_yarn_beta_fast == 0.0) c.rope_yarn_beta_fast = 32.0;
+  c.rope_yarn_beta_slow = dir.get_float(at("beta_slow")).value_or(0.0);
+  if (c.rope_yarn_beta_slow == 0.0) c.rope_yarn_beta_slow = 1.0;
+  c.rope_yarn_truncate = dir.get_bool(at("truncate")).value_or(true);
+  c.rope_yarn_attention_factor = dir.get_float(at("attention_factor"));
+  c.rope_yarn_mscale = dir.get_float(at("mscale")).value_or(0.0);
+  c.rope_yarn_mscale_all_dim = dir.get_float(at("mscale_all_dim")).value_or(0.0);
+  auto partial = keys.number("partial_rotary_factor");
+  if (!partial) partial = dir.get_float(at("partial_rotary_factor"));
+  if (partial && *partial != 1.0) {
+    c.unsupported.push_back("partial rotary embedding (partial_rotary_factor " +
+                            std::to_string(*partial) + ")");
+  }
+}
+
+void note_unsupported_hf_keys(const HfKeys& keys, ModelConfig& c) {
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+    if (auto v = keys.number(key); v && *v != 0.0) {
+      c.unsupported.push_back(std::string("logit soft-capping ('") + key + "')");
+    }
+  }
+  if (auto n = keys.uint("num_local_experts"); n && *n > 0) {
+    c.unsupported.push_back("mixture of experts (num_local_experts " + std::to_string(*n) + ")");
+  }
+  if (auto scalar = keys.number("query_pre_attn_scalar");
+      scalar && *scalar != static_cast<double>(c.head_dim_k)) {
+    c.unsupported.push_back("attention scale 1/sqrt(query_pre_attn_scalar " +
+                            std::to_string(*scalar) + ") other than 1/sqrt(head_dim)");
+  }
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::from_hf(const gguf::HfModelDir& dir) {
@@ -189,8 +317,8 @@ ModelConfig ModelConfig::from_hf(const gguf::HfModelDir& dir) {
   uint64_t n_kv = keys.uint("num_key_value_heads").value_or(c.n_heads);
   if (n_kv == 0 || n_kv > c.n_heads) {
     throw_invalid_file("config.json 'num_key_value_heads' (" + std::to_string(n_kv) +
-                       ") must be between 1 and num_attention_heads (" +
-                       std::to_string(c.n_heads) + ")");
+                       ") must be between 1 and num_attention_heads (" + std::to_string(c.n_heads) +
+                       ")");
   }
   c.n_kv_heads.assign(c.n_layers, n_kv);
   auto head_dim = keys.uint("head_dim");
@@ -204,16 +332,9 @@ ModelConfig ModelConfig::from_hf(const gguf::HfModelDir& dir) {
   c.head_dim_k = c.head_dim_v = *head_dim;
   c.n_ctx_train = keys.uint("max_position_embeddings").value_or(0);
   c.n_vocab = keys.uint("vocab_size").value_or(0);
-  c.rope_freq_base = keys.number("rope_theta").value_or(10000.0);
-  if (auto type = dir.get_string(keys.path("rope_scaling.rope_type"))) {
-    c.rope_scaling_type = *type;
-  } else if (auto legacy = dir.get_string(keys.path("rope_scaling.type"))) {
-    c.rope_scaling_type = *legacy;
-  } else {
-    c.rope_scaling_type = "none";
-  }
-  c.rope_scaling_factor = dir.get_float(keys.path("rope_scaling.factor")).value_or(1.0);
   c.rms_norm_eps = keys.number("rms_norm_eps").value_or(1e-6);
+  read_hf_rope(dir, keys, c);
+  note_unsupported_hf_keys(keys, c);
 
   c.is_sliding.assign(c.n_layers, false);
   bool uses_sliding = keys.boolean("use_sliding_window").value_or(c.architecture == "gemma3");

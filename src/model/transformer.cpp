@@ -20,6 +20,25 @@ kernels::RopeMode rope_mode(RopeLayout layout) {
   return layout == RopeLayout::kHalves ? kernels::RopeMode::kNeox : kernels::RopeMode::kNormal;
 }
 
+// The family's traits, once the configuration has been checked for what the forward pass does
+// not implement: refused here, before any weight is read, naming each thing.
+const ArchitectureTraits& checked_traits(const ModelConfig& c) {
+  const ArchitectureTraits& traits = architecture_traits(c.architecture);
+  if (!c.unsupported.empty()) {
+    std::string what;
+    for (const auto& u : c.unsupported) what += (what.empty() ? "" : "; ") + u;
+    throw Error(
+        Error::Kind::kUnsupported,
+        "model '" + c.architecture + "' uses what the forward pass does not implement: " + what);
+  }
+  return traits;
+}
+
+bool has_local_rope(const ModelConfig& c, const ArchitectureTraits& t) {
+  return t.local_rope_base > 0.0f &&
+         std::find(c.is_sliding.begin(), c.is_sliding.end(), true) != c.is_sliding.end();
+}
+
 }  // namespace
 
 Transformer::Transformer(const gguf::GgufFile& file, int n_threads, WeightMode mode)
@@ -28,7 +47,11 @@ Transformer::Transformer(const gguf::GgufFile& file, int n_threads, WeightMode m
 Transformer::Transformer(const gguf::GgufFile& file, std::shared_ptr<ThreadPool> pool,
                          WeightMode mode)
     : config_(ModelConfig::from_gguf(file)),
-      traits_(architecture_traits(config_.architecture)),
+      traits_(checked_traits(config_)),
+      rope_(rope_frequencies(config_, config_.rope_freq_base, true)),
+      rope_local_(has_local_rope(config_, traits_)
+                      ? rope_frequencies(config_, traits_.local_rope_base, false)
+                      : RopeFrequencies{}),
       weights_(TransformerWeights::load(file, config_, traits_)),
       pool_(std::move(pool)),
       attention_(std::make_unique<PagedAttention>()) {
@@ -142,6 +165,13 @@ void Transformer::reserve(int32_t max_tokens, int32_t max_logit_rows) {
   buf_.up.assign(t * c.n_ff, 0.0f);
   buf_.ffn.assign(t * c.n_embd, 0.0f);
   buf_.logit_in.assign(static_cast<size_t>(max_logit_rows) * c.n_embd, 0.0f);
+  const size_t half = c.head_dim_k / 2;
+  buf_.rope_cos.assign(t * half, 0.0f);
+  buf_.rope_sin.assign(t * half, 0.0f);
+  if (!rope_local_.inv_freq.empty()) {
+    buf_.rope_cos_local.assign(t * half, 0.0f);
+    buf_.rope_sin_local.assign(t * half, 0.0f);
+  }
   buf_.max_tokens = max_tokens;
   buf_.max_logit_rows = max_logit_rows;
   scratch_.reserve(max_tokens, static_cast<int64_t>(std::max(c.n_ff, c.n_heads * c.head_dim_v)));
@@ -171,6 +201,7 @@ void Transformer::forward(const kv::StepBatch& batch, KvStorage& kv, float* logi
   if (n_tokens == 0) return;
   reserve(n_tokens, n_logits);
   embed(batch);
+  rope_tables(batch);
   for (size_t layer = 0; layer < config_.n_layers; ++layer) {
     attention_block(layer, batch, kv);
     feed_forward_block(layer, n_tokens);
@@ -203,6 +234,19 @@ void Transformer::embed(const kv::StepBatch& batch) {
   }
 }
 
+// Every layer rotates a token by the same angles: computed once per step.
+void Transformer::rope_tables(const kv::StepBatch& batch) {
+  const size_t half = config_.head_dim_k / 2;
+  for_rows(static_cast<int32_t>(batch.tokens.size()), [&](int32_t i) {
+    const int64_t pos = batch.positions[i];  // >= 0: forward() validated the batch
+    rope_cos_sin(rope_, pos, buf_.rope_cos.data() + i * half, buf_.rope_sin.data() + i * half);
+    if (!rope_local_.inv_freq.empty()) {
+      rope_cos_sin(rope_local_, pos, buf_.rope_cos_local.data() + i * half,
+                   buf_.rope_sin_local.data() + i * half);
+    }
+  });
+}
+
 void Transformer::attention_block(size_t layer, const kv::StepBatch& batch, KvStorage& kv) {
   const ModelConfig& c = config_;
   const LayerWeights& w = weights_.layers[layer];
@@ -222,15 +266,12 @@ void Transformer::attention_block(size_t layer, const kv::StepBatch& batch, KvSt
                                        {w.wv, buf_.v.data(), w.wv.n_rows}};
   kernels::matmul_many(qkv, buf_.xn.data(), n, d, *pool_, scratch_);
 
-  const bool sliding = c.is_sliding[layer];
-  const float base = sliding && traits_.local_rope_base > 0.0f
-                         ? traits_.local_rope_base
-                         : static_cast<float>(c.rope_freq_base);
-  const float freq_scale = sliding || c.rope_scaling_type != "linear"
-                               ? 1.0f
-                               : static_cast<float>(1.0 / c.rope_scaling_factor);
+  const bool local = c.is_sliding[layer] && !rope_local_.inv_freq.empty();
+  const float* rope_cos = local ? buf_.rope_cos_local.data() : buf_.rope_cos.data();
+  const float* rope_sin = local ? buf_.rope_sin_local.data() : buf_.rope_sin.data();
   const auto mode = rope_mode(traits_.rope);
   const int64_t hd = static_cast<int64_t>(c.head_dim_k);
+  const int64_t half = hd / 2;
   for_rows(n, [&](int32_t i) {
     float* q = buf_.q.data() + i * q_width;
     float* k = buf_.k.data() + i * k_width;
@@ -247,9 +288,10 @@ void Transformer::attention_block(size_t layer, const kv::StepBatch& batch, KvSt
       for (int64_t h = 0; h < n_kv; ++h)
         kernels::rms_norm(k + h * hd, w.k_norm, k + h * hd, hd, eps);
     }
-    int64_t pos = batch.positions[i];
-    kernels::rope(q, static_cast<int64_t>(c.n_heads), hd, pos, base, freq_scale, mode);
-    kernels::rope(k, n_kv, hd, pos, base, freq_scale, mode);
+    const float* cs = rope_cos + i * half;
+    const float* sn = rope_sin + i * half;
+    kernels::rope_apply(q, static_cast<int64_t>(c.n_heads), hd, cs, sn, mode);
+    kernels::rope_apply(k, n_kv, hd, cs, sn, mode);
   });
 
   attention_->run(c, layer, batch, kv, buf_.q.data(), buf_.k.data(), buf_.v.data(),

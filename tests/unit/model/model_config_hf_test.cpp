@@ -6,6 +6,7 @@
 
 #include "gguf/hf_model_dir.h"
 #include "model/model_config.h"
+#include "model/rope.h"
 #include "safetensors_bytes.h"
 #include "temp_dir.h"
 #include "util/error.h"
@@ -93,6 +94,85 @@ TEST_F(HfConfig, RefusesMissingOrInconsistentKeys) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("num_hidden_layers"));
   }
+}
+
+constexpr const char* kLlamaHead = R"({"model_type": "llama", "num_hidden_layers": 2,
+  "hidden_size": 64, "num_attention_heads": 4, "max_position_embeddings": 4096, )";
+
+TEST_F(HfConfig, RopeScalingInTheLegacyRopeScalingForm) {
+  auto c = load(std::string(kLlamaHead) + R"("rope_theta": 500000.0,
+    "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+      "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}})");
+  EXPECT_EQ(c.rope_freq_base, 500000.0);
+  EXPECT_EQ(c.rope_scaling_type, "llama3");
+  EXPECT_EQ(c.rope_scaling_factor, 8.0);
+  EXPECT_EQ(c.rope_original_context, 8192u);
+  EXPECT_EQ(c.rope_llama3_high_freq_factor, 4.0);
+  // The oldest spelling: "type".
+  c = load(std::string(kLlamaHead) + R"("rope_scaling": {"type": "linear", "factor": 2.0}})");
+  EXPECT_EQ(c.rope_scaling_type, "linear");
+  EXPECT_EQ(c.rope_scaling_factor, 2.0);
+  EXPECT_EQ(c.rope_freq_base, 10000.0);
+}
+
+TEST_F(HfConfig, RopeScalingInTheRopeParametersForm) {
+  // transformers 5: rope_theta inside rope_parameters; "default" means no scaling.
+  auto c = load(std::string(kLlamaHead) +
+                R"("rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}})");
+  EXPECT_EQ(c.rope_scaling_type, "none");
+  EXPECT_EQ(c.rope_freq_base, 1000000.0);
+  c = load(std::string(kLlamaHead) + R"("rope_parameters": {"rope_type": "yarn",
+    "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 1024,
+    "beta_fast": 16, "attention_factor": 1.5, "truncate": false}})");
+  EXPECT_EQ(c.rope_scaling_type, "yarn");
+  EXPECT_EQ(c.rope_scaling_factor, 4.0);
+  EXPECT_EQ(c.rope_original_context, 1024u);
+  EXPECT_EQ(c.rope_yarn_beta_fast, 16.0);
+  EXPECT_EQ(c.rope_yarn_beta_slow, 1.0);
+  EXPECT_FALSE(c.rope_yarn_truncate);
+  EXPECT_EQ(c.rope_yarn_attention_factor, 1.5);
+  // Per layer type (Gemma 3): the full-attention entry is the model's scaling.
+  c = load(std::string(kLlamaHead) + R"("rope_parameters": {
+    "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+    "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}})");
+  EXPECT_EQ(c.rope_scaling_type, "linear");
+  EXPECT_EQ(c.rope_scaling_factor, 8.0);
+  EXPECT_EQ(c.rope_freq_base, 1000000.0);
+}
+
+TEST_F(HfConfig, YarnWithoutAFactorTakesTheContextRatio) {
+  auto c = load(std::string(kLlamaHead) + R"("rope_scaling": {"rope_type": "yarn",
+    "original_max_position_embeddings": 1024}})");
+  EXPECT_EQ(c.rope_scaling_factor, 4.0);  // 4096 / 1024, as transformers derives it
+}
+
+TEST_F(HfConfig, UnknownScalingIsKeptByNameAndRefusedByTheRope) {
+  for (const char* type : {"longrope", "dynamic"}) {
+    auto c = load(std::string(kLlamaHead) + R"("rope_scaling": {"rope_type": ")" + type +
+                  R"(", "factor": 2.0}})");
+    EXPECT_EQ(c.rope_scaling_type, type);
+    try {
+      rope_frequencies(c, c.rope_freq_base, true);
+      FAIL() << type;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), Error::Kind::kUnsupported);
+      EXPECT_THAT(e.what(), HasSubstr("RoPE scaling type '" + std::string(type) + "'"));
+    }
+  }
+}
+
+TEST_F(HfConfig, WhatTheForwardPassDoesNotImplementIsListed) {
+  auto c = load(std::string(kLlamaHead) +
+                R"("partial_rotary_factor": 0.5, "final_logit_softcapping": 30.0})");
+  ASSERT_EQ(c.unsupported.size(), 2u);
+  EXPECT_THAT(c.unsupported[0], HasSubstr("partial_rotary_factor"));
+  EXPECT_THAT(c.unsupported[1], HasSubstr("final_logit_softcapping"));
+  c = load(R"({"model_type": "gemma3_text", "num_hidden_layers": 2, "hidden_size": 64,
+    "num_attention_heads": 4, "head_dim": 16, "query_pre_attn_scalar": 32})");
+  ASSERT_EQ(c.unsupported.size(), 1u);
+  EXPECT_THAT(c.unsupported[0], HasSubstr("query_pre_attn_scalar"));
+  EXPECT_TRUE(
+      load(std::string(kLlamaHead) + R"("partial_rotary_factor": 1.0})").unsupported.empty());
 }
 
 }  // namespace

@@ -150,6 +150,58 @@ TEST(TransformerLoad, UnknownArchitectureIsNamed) {
   EXPECT_THAT(err, HasSubstr("mamba9"));
 }
 
+TEST(TransformerLoad, UnknownRopeScalingTypeIsNamed) {
+  for (const char* type : {"longrope", "dynamic"}) {
+    std::string err = load_error(edited_model(qwen_spec(), {}, [&](gguf::GgufWriter& w) {
+      w.set_string("qwen2.rope.scaling.type", type);
+      w.set_f32("qwen2.rope.scaling.factor", 4.0f);
+    }));
+    EXPECT_THAT(err, HasSubstr("RoPE scaling type '" + std::string(type) + "' is not supported"));
+  }
+}
+
+TEST(TransformerLoad, SupportedRopeScalingTypesLoad) {
+  for (const char* type : {"none", "linear", "yarn"}) {
+    SCOPED_TRACE(type);
+    EXPECT_EQ(load_error(edited_model(qwen_spec(), {},
+                                      [&](gguf::GgufWriter& w) {
+                                        w.set_string("qwen2.rope.scaling.type", type);
+                                        w.set_f32("qwen2.rope.scaling.factor", 4.0f);
+                                        w.set_u32("qwen2.rope.scaling.original_context_length",
+                                                  128);
+                                      })),
+              "");
+  }
+}
+
+TEST(TransformerLoad, MetadataTheForwardPassDoesNotImplementIsNamed) {
+  struct Case {
+    std::function<void(gguf::GgufWriter&)> meta;
+    std::string named;
+  };
+  const Case cases[] = {
+      {[](gguf::GgufWriter& w) { w.set_u32("qwen2.expert_count", 8); },
+       "mixture of experts ('qwen2.expert_count' = 8)"},
+      {[](gguf::GgufWriter& w) { w.set_u32("qwen2.rope.dimension_count", 8); },
+       "partial rotary embedding ('qwen2.rope.dimension_count' = 8 of a head width 16)"},
+      {[](gguf::GgufWriter& w) { w.set_f32("qwen2.final_logit_softcapping", 30.0f); },
+       "logit soft-capping ('qwen2.final_logit_softcapping')"},
+      {[](gguf::GgufWriter& w) {
+         w.set_string("qwen2.rope.scaling.type", "yarn");
+         w.set_f32("qwen2.rope.scaling.yarn_log_multiplier", 0.1f);
+       },
+       "'qwen2.rope.scaling.yarn_log_multiplier'"},
+      {[](gguf::GgufWriter& w) { w.set_f32("qwen2.attention.scale", 0.5f); },
+       "'qwen2.attention.scale'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.named);
+    std::string err = load_error(edited_model(qwen_spec(), {}, c.meta));
+    EXPECT_THAT(err, HasSubstr("does not implement"));
+    EXPECT_THAT(err, HasSubstr(c.named));
+  }
+}
+
 TEST(TransformerLoad, EveryArchitecturesTinyModelLoadsAndRefusesAMissingFfn) {
   for (const char* arch : {"llama", "qwen2", "qwen3", "gemma3"}) {
     SCOPED_TRACE(arch);

@@ -3,10 +3,12 @@
 // Contract: from_gguf() reads the `<arch>.*` keys every transformer file carries and refuses a
 // file whose required keys are missing, of the wrong type or out of range, naming the key. It
 // knows the per-architecture facts a file leaves implicit (e.g. Gemma 3's pattern of one global
-// layer in six). It does not load weights.
+// layer in six). It does not load weights, except the few RoPE frequency factors some GGUF files
+// store as the tensor rope_freqs.weight.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,8 +31,27 @@ struct ModelConfig {
   uint64_t n_ctx_train = 0;
   uint64_t n_vocab = 0;
   double rope_freq_base = 10000.0;
-  std::string rope_scaling_type;  // "none", "linear", "yarn", ...
+  // RoPE scaling (model/rope.h turns these into frequencies). The type is "none", "linear",
+  // "yarn", "llama3" or whatever else the file names (refused when the model is loaded to run).
+  std::string rope_scaling_type = "none";
   double rope_scaling_factor = 1.0;
+  uint64_t rope_original_context = 0;  // yarn, llama3: the context the model was trained for
+  double rope_yarn_beta_fast =
+      32.0;  // yarn: pairs turning more often than this keep their frequency
+  double rope_yarn_beta_slow = 1.0;  // yarn: pairs turning less often are interpolated
+  bool rope_yarn_truncate = true;    // yarn: round the ramp's ends to whole pairs
+  std::optional<double> rope_yarn_attention_factor;  // yarn: replaces 0.1 ln(factor) + 1
+  double rope_yarn_mscale = 0.0;                     // yarn (HF mscale / mscale_all_dim; 0 = unset)
+  double rope_yarn_mscale_all_dim = 0.0;
+  double rope_llama3_low_freq_factor = 1.0;   // llama3
+  double rope_llama3_high_freq_factor = 4.0;  // llama3
+  // GGUF's rope_freqs.weight (llama.cpp's form of Llama 3 scaling): pair i's frequency is
+  // divided by rope_freq_divisors[i]. Empty: none.
+  std::vector<float> rope_freq_divisors;
+  uint64_t rope_dimension_count = 0;  // rotated width per head; 0 = the whole head
+  // What the file asks for that the forward pass does not implement, one phrase each (e.g.
+  // "mixture of experts ('llama.expert_count' = 8)"); the Transformer refuses a non-empty list.
+  std::vector<std::string> unsupported;
   double rms_norm_eps = 1e-6;
   uint64_t sliding_window = 0;     // 0: no sliding-window layers
   std::vector<bool> is_sliding;    // per layer

@@ -18,6 +18,7 @@
 #include "model/architecture.h"
 #include "model/kv_storage.h"
 #include "model/model_config.h"
+#include "model/rope.h"
 #include "model/transformer_weights.h"
 #include "util/huge_page_buffer.h"
 #include "util/thread_pool.h"
@@ -70,9 +71,13 @@ class Transformer {
     int32_t max_tokens = 0;
     int32_t max_logit_rows = 0;
     std::vector<float> x, xn, q, k, v, attn, gate, up, ffn, logit_in;
+    // Per token of the step: cos and sin of each rotated pair (head_dim / 2), for the model's
+    // RoPE and for the sliding-window layers' own (Gemma 3).
+    std::vector<float> rope_cos, rope_sin, rope_cos_local, rope_sin_local;
   };
 
   void embed(const kv::StepBatch& batch);
+  void rope_tables(const kv::StepBatch& batch);
   void attention_block(size_t layer, const kv::StepBatch& batch, KvStorage& kv);
   void feed_forward_block(size_t layer, int32_t n_tokens);
   void matmul(const kernels::QuantMatrix& w, const float* x, int32_t m, float* y);
@@ -84,6 +89,8 @@ class Transformer {
 
   ModelConfig config_;
   ArchitectureTraits traits_;
+  RopeFrequencies rope_;        // every layer but Gemma 3's sliding-window ones
+  RopeFrequencies rope_local_;  // sliding-window layers (empty when they use rope_)
   TransformerWeights weights_;
   std::list<std::vector<float>> f32_weights_;  // only in WeightMode::kDequantizedF32
   HugePageBuffer placed_weights_;  // the matrices decode streams (grouped or copied), one arena
