@@ -201,5 +201,84 @@ TEST(FloatRows, ConvertUnalignedRows) {
   EXPECT_EQ(bits_of(back[5]), 0x80000000u);
 }
 
+
+// FP8 E4M3 ("e4m3fn": no infinities, S.1111.111 is NaN), the element of an fp8 KV cache.
+TEST(Fp8E4m3, DecodesKnownPatterns) {
+  EXPECT_EQ(fp8_e4m3_to_fp32(0x38), 1.0f);
+  EXPECT_EQ(fp8_e4m3_to_fp32(0xc0), -2.0f);
+  EXPECT_EQ(fp8_e4m3_to_fp32(0x7e), 448.0f);  // largest finite
+  EXPECT_EQ(fp8_e4m3_to_fp32(0x08), 0x1p-6f);  // smallest normal
+  EXPECT_EQ(fp8_e4m3_to_fp32(0x07), 7 * 0x1p-9f);
+  EXPECT_EQ(fp8_e4m3_to_fp32(0x01), 0x1p-9f);  // smallest subnormal
+  EXPECT_EQ(bits_of(fp8_e4m3_to_fp32(0x80)), 0x80000000u);
+  EXPECT_EQ(fp8_e4m3_to_fp32(0x3d), 1.625f);
+  EXPECT_TRUE(std::isnan(fp8_e4m3_to_fp32(0x7f)));
+  EXPECT_TRUE(std::isnan(fp8_e4m3_to_fp32(0xff)));
+  EXPECT_EQ(fp8_e4m3_to_fp32(0x78), 256.0f);  // exponent 15 is finite except with mantissa 7
+}
+
+TEST(Fp8E4m3, EveryPatternRoundTripsExactly) {
+  for (uint32_t b = 0; b <= 0xff; ++b) {
+    const auto byte = static_cast<uint8_t>(b);
+    if ((b & 0x7f) == 0x7f) {
+      EXPECT_EQ(fp32_to_fp8_e4m3(fp8_e4m3_to_fp32(byte)) & 0x7f, 0x7f) << std::hex << b;
+    } else {
+      ASSERT_EQ(fp32_to_fp8_e4m3(fp8_e4m3_to_fp32(byte)), byte) << std::hex << b;
+    }
+  }
+}
+
+TEST(Fp8E4m3, SaturatesAndKeepsNan) {
+  EXPECT_EQ(fp32_to_fp8_e4m3(448.0f), 0x7e);
+  EXPECT_EQ(fp32_to_fp8_e4m3(464.0f), 0x7e);  // would round to the NaN pattern: saturates
+  EXPECT_EQ(fp32_to_fp8_e4m3(1e30f), 0x7e);
+  EXPECT_EQ(fp32_to_fp8_e4m3(-std::numeric_limits<float>::infinity()), 0xfe);
+  EXPECT_EQ(fp32_to_fp8_e4m3(std::numeric_limits<float>::quiet_NaN()) & 0x7f, 0x7f);
+  EXPECT_EQ(fp32_to_fp8_e4m3(0x1p-10f), 0x00);  // half the smallest subnormal: tie to 0
+  EXPECT_EQ(fp32_to_fp8_e4m3(0x1p-10f * 1.0001f), 0x01);
+  EXPECT_EQ(fp32_to_fp8_e4m3(3 * 0x1p-10f), 0x02);  // 1.5 units: tie to even (up)
+  EXPECT_EQ(fp32_to_fp8_e4m3(-0.0f), 0x80);
+  EXPECT_EQ(fp32_to_fp8_e4m3(15.5f * 0x1p-10f), 0x08);  // 7.75 units: up to the smallest normal
+}
+
+// Every f32 in a dense sample encodes to the nearest finite e4m3 value, ties to the even
+// pattern, found by brute force over the 253 finite non-negative patterns.
+TEST(Fp8E4m3, EncodeMatchesNearestValueSearch) {
+  std::vector<float> finite;  // index = pattern
+  for (uint32_t b = 0; b < 0x7f; ++b) finite.push_back(fp8_e4m3_to_fp32(static_cast<uint8_t>(b)));
+  auto reference = [&](float f) -> uint8_t {
+    const float a = std::fabs(f);
+    const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+    if (a >= 448.0f) return sign | 0x7e;
+    uint32_t best = 0;
+    for (uint32_t b = 1; b < finite.size(); ++b) {
+      const double d = std::fabs(static_cast<double>(finite[b]) - a);
+      const double d_best = std::fabs(static_cast<double>(finite[best]) - a);
+      if (d < d_best || (d == d_best && (b & 1) == 0)) best = b;
+    }
+    return static_cast<uint8_t>(sign | best);
+  };
+  std::mt19937 rng(7);
+  std::vector<float> inputs;
+  for (size_t b = 0; b + 1 < finite.size(); ++b) {  // every midpoint and its neighbours
+    const float mid = (finite[b] + finite[b + 1]) / 2;
+    inputs.insert(inputs.end(), {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f)});
+  }
+  for (int i = 0; i < 20000; ++i) {
+    const int exponent = static_cast<int>(rng() % 30) - 20;
+    inputs.push_back(std::ldexp(static_cast<float>(rng() % 100000) / 100000.0f, exponent) *
+                     ((rng() & 1) ? -1.0f : 1.0f));
+  }
+  int n_bad = 0;
+  for (float f : inputs) {
+    const uint8_t want = reference(f);
+    const uint8_t got = fp32_to_fp8_e4m3(f);
+    if (want != got && n_bad++ < 5) {
+      ADD_FAILURE() << "f=" << f << " want 0x" << std::hex << int{want} << " got 0x" << int{got};
+    }
+  }
+  EXPECT_EQ(n_bad, 0);
+}
+
 }  // namespace
 }  // namespace llms::quant
