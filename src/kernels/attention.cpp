@@ -16,9 +16,24 @@ namespace llms::kernels {
 namespace detail {
 namespace {
 
-float element(const void* base, bool f16, int64_t i) {
-  return f16 ? quant::fp16_to_fp32(static_cast<const uint16_t*>(base)[i])
-             : static_cast<const float*>(base)[i];
+// Element i as stored, before its slot's scale (kernels/attention.h).
+float element(const void* base, KvElement type, int64_t i) {
+  switch (type) {
+    case KvElement::kF16:
+      return quant::fp16_to_fp32(static_cast<const uint16_t*>(base)[i]);
+    case KvElement::kInt8:
+      return static_cast<float>(static_cast<const int8_t*>(base)[i]);
+    case KvElement::kFp8:
+      return quant::fp8_e4m3_to_fp32(static_cast<const uint8_t*>(base)[i]);
+    case KvElement::kF32:
+      break;
+  }
+  return static_cast<const float*>(base)[i];
+}
+
+double slot_scale(const uint16_t* scales, KvElement type, int32_t j) {
+  if (type != KvElement::kInt8 && type != KvElement::kFp8) return 1.0;
+  return quant::bf16_to_fp32(scales[j]);
 }
 
 void block_ref(const AttentionTile& t, const KvBlock& kv, int32_t n_keys) {
@@ -33,9 +48,9 @@ void block_ref(const AttentionTile& t, const KvBlock& kv, int32_t n_keys) {
     for (int32_t j = begin; j < end; ++j) {
       double dot = 0;
       for (int64_t e = 0; e < t.head_dim_k; ++e) {
-        dot += static_cast<double>(q[e]) * element(kv.k, kv.f16, e * kv.k_stride + j);
+        dot += static_cast<double>(q[e]) * element(kv.k, kv.element, e * kv.k_stride + j);
       }
-      s[j] = static_cast<float>(dot);
+      s[j] = static_cast<float>(dot * slot_scale(kv.k_scale, kv.element, j));
       block_max = std::max(block_max, s[j]);
     }
     const float new_max = std::max(t.max[r], block_max);
@@ -48,8 +63,10 @@ void block_ref(const AttentionTile& t, const KvBlock& kv, int32_t n_keys) {
     float* acc = t.acc + r * t.head_dim_v;
     for (int64_t e = 0; e < t.head_dim_v; ++e) {
       double a = static_cast<double>(acc[e]) * correction;
-      for (int32_t j = begin; j < end; ++j)
-        a += static_cast<double>(s[j]) * element(kv.v, kv.f16, j * t.head_dim_v + e);
+      for (int32_t j = begin; j < end; ++j) {
+        a += static_cast<double>(s[j]) * slot_scale(kv.v_scale, kv.element, j) *
+             element(kv.v, kv.element, j * t.head_dim_v + e);
+      }
       acc[e] = static_cast<float>(a);
     }
     t.sum[r] = static_cast<float>(static_cast<double>(t.sum[r]) * correction + block_sum);
@@ -96,5 +113,42 @@ void attention_block(const AttentionTile& tile, const KvBlock& block, int32_t n_
 void exp_array(const float* x, float* y, int64_t n) { best_attention().exp(x, y, n); }
 
 void f32_to_f16_array(const float* x, uint16_t* y, int64_t n) { best_attention().to_f16(x, y, n); }
+
+void quantize_kv_vector(const float* x, int64_t n, KvElement element, uint8_t* out,
+                        int64_t stride, uint16_t* scale) {
+  if (element != KvElement::kInt8 && element != KvElement::kFp8) {
+    throw Error(Error::Kind::kInvalidArgument, "quantize_kv_vector: not an 8-bit KV element");
+  }
+  const float range = element == KvElement::kInt8 ? 127.0f : 448.0f;
+  float amax = 0.0f;
+  bool finite = true;
+  for (int64_t i = 0; i < n; ++i) {
+    finite = finite && std::isfinite(x[i]);
+    amax = std::max(amax, std::fabs(x[i]));
+  }
+  if (!finite) {
+    *scale = quant::fp32_to_bf16(std::numeric_limits<float>::quiet_NaN());
+    for (int64_t i = 0; i < n; ++i) out[i * stride] = 0;
+    return;
+  }
+  // Rounded up, so that amax / scale <= range and no element clips.
+  uint16_t bits = quant::fp32_to_bf16(amax / range);
+  if (quant::bf16_to_fp32(bits) < amax / range) ++bits;  // positive: the next bf16 up
+  *scale = bits;
+  const float s = quant::bf16_to_fp32(bits);
+  if (s == 0.0f) {
+    for (int64_t i = 0; i < n; ++i) out[i * stride] = 0;
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const float y = x[i] / s;
+    if (element == KvElement::kInt8) {
+      const float r = std::clamp(std::nearbyint(y), -127.0f, 127.0f);
+      out[i * stride] = static_cast<uint8_t>(static_cast<int8_t>(r));
+    } else {
+      out[i * stride] = quant::fp32_to_fp8_e4m3(y);
+    }
+  }
+}
 
 }  // namespace llms::kernels

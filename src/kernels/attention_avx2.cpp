@@ -4,7 +4,9 @@
 // Scores: keys are stored dim-major, so for up to 4 rows and 16 keys at a time the kernel runs
 // one fma chain per row and 8 keys over the dims (a key vector loaded, widened from f16 if need
 // be, once for all the rows; the query element broadcast), and the scores come out in lanes with
-// no horizontal sum. Then per row: the block max over its visible keys (others masked to -inf),
+// no horizontal sum. An 8-bit cache (int8, fp8) is widened the same way and its per-slot
+// scales applied once per key: to the scores before the max, and to the softmax weights before
+// the value sums. Then per row: the block max over its visible keys (others masked to -inf),
 // one vectorised exp, one rescale of the accumulator, and the values accumulated 16 (or 8) dims
 // at a time for up to 4 rows that see the same keys (the heads of one position), each key's
 // values loaded, and widened from f16 if need be, once for them all. A row's arithmetic is
@@ -56,20 +58,47 @@ inline __m256 exp8(__m256 x) {
 
 inline float exp1(float x) { return _mm256_cvtss_f32(exp8(_mm256_set1_ps(x))); }
 
-template <bool kF16>
+constexpr bool quantized(KvElement e) { return e == KvElement::kInt8 || e == KvElement::kFp8; }
+
+// Elements i..i+7 as stored, widened to f32 (before their slots' scales). An fp8 byte comes out
+// as its E4M3 value times 2^-8: S.EEEE.MMM moved to S.0EEEE.MMM0000000 is an IEEE half with the
+// same mantissa and an exponent biased by 15 instead of 7 (subnormals included), which F16C
+// widens exactly; scale8 puts the 2^8 back.
+template <KvElement E>
 inline __m256 load8(const void* base, int64_t i) {
-  if constexpr (kF16) {
+  if constexpr (E == KvElement::kF16) {
     return _mm256_cvtph_ps(
         _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + i)));
+  } else if constexpr (E == KvElement::kInt8) {
+    const __m128i b =
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(static_cast<const int8_t*>(base) + i));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+  } else if constexpr (E == KvElement::kFp8) {
+    const __m128i b = _mm_cvtepu8_epi16(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(static_cast<const uint8_t*>(base) + i)));
+    const __m128i half =
+        _mm_or_si128(_mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8),
+                     _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x7f)), 7));
+    return _mm256_cvtph_ps(half);
   } else {
     return _mm256_loadu_ps(static_cast<const float*>(base) + i);
   }
 }
 
+// The scales of slots j..j+7 of an 8-bit block (bf16 -> f32 is a shift), times 2^8 for fp8 (see
+// load8).
+template <KvElement E>
+inline __m256 scale8(const uint16_t* scales, int64_t j) {
+  const __m256 s = _mm256_castsi256_ps(_mm256_slli_epi32(
+      _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + j))), 16));
+  if constexpr (E == KvElement::kFp8) return _mm256_mul_ps(s, _mm256_set1_ps(256.0f));
+  return s;
+}
+
 // Scores of NR rows (q rows of hdk floats) against NG groups of 8 keys from key j0: lane i of
 // group g is row r's dot with key j0 + 8g + i, one fma chain over the dims in order. Written to
 // s + r * s_stride + j0 + 8g.
-template <bool kF16, int NR, int NG>
+template <KvElement E, int NR, int NG>
 inline void scores_tile(const float* q, int64_t hdk, const void* k, int64_t k_stride, int32_t j0,
                         float* s, int64_t s_stride) {
   __m256 a[NR][NG];
@@ -78,7 +107,7 @@ inline void scores_tile(const float* q, int64_t hdk, const void* k, int64_t k_st
   }
   for (int64_t e = 0; e < hdk; ++e) {
     __m256 kv[NG];
-    for (int g = 0; g < NG; ++g) kv[g] = load8<kF16>(k, e * k_stride + j0 + 8 * g);
+    for (int g = 0; g < NG; ++g) kv[g] = load8<E>(k, e * k_stride + j0 + 8 * g);
     for (int r = 0; r < NR; ++r) {
       const __m256 qe = _mm256_broadcast_ss(q + r * hdk + e);
       for (int g = 0; g < NG; ++g) a[r][g] = _mm256_fmadd_ps(qe, kv[g], a[r][g]);
@@ -89,33 +118,33 @@ inline void scores_tile(const float* q, int64_t hdk, const void* k, int64_t k_st
   }
 }
 
-template <bool kF16, int NR>
+template <KvElement E, int NR>
 inline void scores_rows(const float* q, int64_t hdk, const void* k, int64_t k_stride,
                         int32_t g_begin, int32_t g_end, float* s, int64_t s_stride) {
   int32_t g = g_begin;
-  for (; g + 2 <= g_end; g += 2) scores_tile<kF16, NR, 2>(q, hdk, k, k_stride, 8 * g, s, s_stride);
-  if (g < g_end) scores_tile<kF16, NR, 1>(q, hdk, k, k_stride, 8 * g, s, s_stride);
+  for (; g + 2 <= g_end; g += 2) scores_tile<E, NR, 2>(q, hdk, k, k_stride, 8 * g, s, s_stride);
+  if (g < g_end) scores_tile<E, NR, 1>(q, hdk, k, k_stride, 8 * g, s, s_stride);
 }
 
-// Scores of n_rows rows (any number) for key groups [g_begin, g_end), 4 rows at a time.
-template <bool kF16>
+// Raw scores (before the keys' scales) of n_rows rows (any number) for key groups [g_begin, g_end), 4 rows at a time.
+template <KvElement E>
 void scores(const float* q, int32_t n_rows, int64_t hdk, const void* k, int64_t k_stride,
             int32_t g_begin, int32_t g_end, float* s, int64_t s_stride) {
   int32_t r = 0;
   for (; r + 4 <= n_rows; r += 4) {
-    scores_rows<kF16, 4>(q + r * hdk, hdk, k, k_stride, g_begin, g_end, s + r * s_stride, s_stride);
+    scores_rows<E, 4>(q + r * hdk, hdk, k, k_stride, g_begin, g_end, s + r * s_stride, s_stride);
   }
   const float* qr = q + r * hdk;
   float* sr = s + r * s_stride;
   switch (n_rows - r) {
     case 3:
-      scores_rows<kF16, 3>(qr, hdk, k, k_stride, g_begin, g_end, sr, s_stride);
+      scores_rows<E, 3>(qr, hdk, k, k_stride, g_begin, g_end, sr, s_stride);
       break;
     case 2:
-      scores_rows<kF16, 2>(qr, hdk, k, k_stride, g_begin, g_end, sr, s_stride);
+      scores_rows<E, 2>(qr, hdk, k, k_stride, g_begin, g_end, sr, s_stride);
       break;
     case 1:
-      scores_rows<kF16, 1>(qr, hdk, k, k_stride, g_begin, g_end, sr, s_stride);
+      scores_rows<E, 1>(qr, hdk, k, k_stride, g_begin, g_end, sr, s_stride);
       break;
     default:
       break;
@@ -126,7 +155,7 @@ void scores(const float* q, int32_t n_rows, int64_t hdk, const void* k, int64_t 
 // and then one fma per key in key order (the same arithmetic for a row alone or among others),
 // 16 dims at a time (8 for a last odd 8), each key's values loaded, and widened from f16 if need
 // be, once for all NR rows.
-template <bool kF16, int NR, int NV>
+template <KvElement E, int NR, int NV>
 inline void accumulate_dims(float* const* acc, const float* const* p, const float* correction,
                             const void* v, int64_t hdv, int64_t e, int32_t begin, int32_t end) {
   __m256 a[NR][NV];
@@ -136,7 +165,7 @@ inline void accumulate_dims(float* const* acc, const float* const* p, const floa
   }
   for (int32_t j = begin; j < end; ++j) {
     __m256 vj[NV];
-    for (int u = 0; u < NV; ++u) vj[u] = load8<kF16>(v, j * hdv + e + 8 * u);
+    for (int u = 0; u < NV; ++u) vj[u] = load8<E>(v, j * hdv + e + 8 * u);
     for (int r = 0; r < NR; ++r) {
       const __m256 pj = _mm256_broadcast_ss(p[r] + j);
       for (int u = 0; u < NV; ++u) a[r][u] = _mm256_fmadd_ps(pj, vj[u], a[r][u]);
@@ -147,43 +176,40 @@ inline void accumulate_dims(float* const* acc, const float* const* p, const floa
   }
 }
 
-template <bool kF16, int NR>
+template <KvElement E, int NR>
 inline void accumulate_rows(float* const* acc, const float* const* p, const float* correction,
                             const void* v, int64_t hdv, int32_t begin, int32_t end) {
   int64_t e = 0;
   for (; e + 16 <= hdv; e += 16) {
-    accumulate_dims<kF16, NR, 2>(acc, p, correction, v, hdv, e, begin, end);
+    accumulate_dims<E, NR, 2>(acc, p, correction, v, hdv, e, begin, end);
   }
-  if (e < hdv) accumulate_dims<kF16, NR, 1>(acc, p, correction, v, hdv, e, begin, end);
+  if (e < hdv) accumulate_dims<E, NR, 1>(acc, p, correction, v, hdv, e, begin, end);
 }
 
-template <bool kF16>
+template <KvElement E>
 void accumulate(int nr, float* const* acc, const float* const* p, const float* correction,
                 const void* v, int64_t hdv, int32_t begin, int32_t end) {
   switch (nr) {
     case 4:
-      accumulate_rows<kF16, 4>(acc, p, correction, v, hdv, begin, end);
+      accumulate_rows<E, 4>(acc, p, correction, v, hdv, begin, end);
       break;
     case 3:
-      accumulate_rows<kF16, 3>(acc, p, correction, v, hdv, begin, end);
+      accumulate_rows<E, 3>(acc, p, correction, v, hdv, begin, end);
       break;
     case 2:
-      accumulate_rows<kF16, 2>(acc, p, correction, v, hdv, begin, end);
+      accumulate_rows<E, 2>(acc, p, correction, v, hdv, begin, end);
       break;
     default:
-      accumulate_rows<kF16, 1>(acc, p, correction, v, hdv, begin, end);
+      accumulate_rows<E, 1>(acc, p, correction, v, hdv, begin, end);
       break;
   }
 }
 
-void block_avx2(const AttentionTile& t, const KvBlock& kv, int32_t n_keys) {
+template <KvElement E>
+void block_typed(const AttentionTile& t, const KvBlock& kv, int32_t n_keys) {
   const int64_t hdk = t.head_dim_k;
   const int64_t hdv = t.head_dim_v;
   const int64_t ks = kv.k_stride;
-  if (ks % 8 != 0 || hdv % 8 != 0) {
-    attention_scalar().block(t, kv, n_keys);
-    return;
-  }
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   // Rows are taken 8 at a time and each phase (scores, then max and exp, then the value sums)
   // runs for all of them before the next: one row's phases form a dependency chain that left
@@ -212,11 +238,7 @@ void block_avx2(const AttentionTile& t, const KvBlock& kv, int32_t n_keys) {
     }
     if (g_begin >= g_end) continue;
     float* s0 = t.scores + static_cast<int64_t>(r0) * ks;
-    if (kv.f16) {
-      scores<true>(t.q + r0 * hdk, n_here, hdk, kv.k, ks, g_begin, g_end, s0, ks);
-    } else {
-      scores<false>(t.q + r0 * hdk, n_here, hdk, kv.k, ks, g_begin, g_end, s0, ks);
-    }
+    scores<E>(t.q + r0 * hdk, n_here, hdk, kv.k, ks, g_begin, g_end, s0, ks);
     for (int32_t i = 0; i < n_here; ++i) {
       const int32_t r = r0 + i;
       RowState& rs = st[i];
@@ -230,8 +252,10 @@ void block_avx2(const AttentionTile& t, const KvBlock& kv, int32_t n_keys) {
             _mm256_add_epi32(_mm256_set1_epi32(j), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
         const __m256i inside =
             _mm256_andnot_si256(_mm256_cmpgt_epi32(vb, idx), _mm256_cmpgt_epi32(ve, idx));
-        const __m256 s8 = _mm256_blendv_ps(_mm256_set1_ps(kNegInf), _mm256_loadu_ps(s + j),
-                                           _mm256_castsi256_ps(inside));
+        __m256 raw = _mm256_loadu_ps(s + j);
+        if constexpr (quantized(E)) raw = _mm256_mul_ps(raw, scale8<E>(kv.k_scale, j));
+        const __m256 s8 =
+            _mm256_blendv_ps(_mm256_set1_ps(kNegInf), raw, _mm256_castsi256_ps(inside));
         _mm256_storeu_ps(s + j, s8);
         vmax = _mm256_max_ps(vmax, s8);
       }
@@ -247,8 +271,14 @@ void block_avx2(const AttentionTile& t, const KvBlock& kv, int32_t n_keys) {
       __m256 vsum = _mm256_setzero_ps();
       for (int32_t j = rs.vec_begin; j < rs.vec_end; j += 8) {
         const __m256 p = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vnew));  // masked: 0
-        _mm256_storeu_ps(s + j, p);
         vsum = _mm256_add_ps(vsum, p);
+        // The values' scales go with the weights: sum_j p_j (scale_j v_j) = sum_j (p_j scale_j)
+        // v_j, one multiply per key instead of one per element.
+        if constexpr (quantized(E)) {
+          _mm256_storeu_ps(s + j, _mm256_mul_ps(p, scale8<E>(kv.v_scale, j)));
+        } else {
+          _mm256_storeu_ps(s + j, p);
+        }
       }
       rs.block_sum = hsum(vsum);
     }
@@ -273,11 +303,7 @@ void block_avx2(const AttentionTile& t, const KvBlock& kv, int32_t n_keys) {
             p[k] = t.scores + static_cast<int64_t>(r) * ks;
             correction[k] = st[i + done + k].correction;
           }
-          if (kv.f16) {
-            accumulate<true>(nr, acc, p, correction, kv.v, hdv, first.begin, first.end);
-          } else {
-            accumulate<false>(nr, acc, p, correction, kv.v, hdv, first.begin, first.end);
-          }
+          accumulate<E>(nr, acc, p, correction, kv.v, hdv, first.begin, first.end);
           done += nr;
         }
         for (int32_t k = 0; k < run; ++k) {
@@ -289,6 +315,27 @@ void block_avx2(const AttentionTile& t, const KvBlock& kv, int32_t n_keys) {
       }
       i += run;
     }
+  }
+}
+
+void block_avx2(const AttentionTile& t, const KvBlock& kv, int32_t n_keys) {
+  if (kv.k_stride % 8 != 0 || t.head_dim_v % 8 != 0) {
+    attention_scalar().block(t, kv, n_keys);
+    return;
+  }
+  switch (kv.element) {
+    case KvElement::kF32:
+      block_typed<KvElement::kF32>(t, kv, n_keys);
+      break;
+    case KvElement::kF16:
+      block_typed<KvElement::kF16>(t, kv, n_keys);
+      break;
+    case KvElement::kInt8:
+      block_typed<KvElement::kInt8>(t, kv, n_keys);
+      break;
+    case KvElement::kFp8:
+      block_typed<KvElement::kFp8>(t, kv, n_keys);
+      break;
   }
 }
 

@@ -16,6 +16,7 @@
 
 #include "kernel_test_util.h"
 #include "quant/float_convert.h"
+#include "util/error.h"
 
 namespace llms::kernels {
 namespace {
@@ -29,58 +30,124 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // One sequence's cache: n_blocks blocks of block_size keys (and values), block b holding
 // positions [b * block_size, (b + 1) * block_size). k and v are key-major, for the reference;
-// the kernel reads the blocks as the cache stores them (keys dim-major per block), in f32 or,
-// for an f16 cache, in halves (k and v then hold the values the halves represent).
+// the kernel reads the blocks as the cache stores them (keys dim-major per block), in f32, in
+// halves, or in int8 / fp8 bytes with a bf16 scale per key and per value (k and v then hold the
+// values the stored form represents).
 struct Cache {
   int64_t hdk = 0;
   int64_t hdv = 0;
   int32_t block_size = 0;
   int32_t n_pos = 0;  // positions that hold real data; later slots are NaN
-  bool f16 = false;
+  KvElement element = KvElement::kF32;
   std::vector<float> k;
   std::vector<float> v;
   std::vector<float> k_blocks;       // per block: hdk rows of block_size keys
   std::vector<uint16_t> k_blocks16;  // the same in halves
   std::vector<uint16_t> v16;         // v in halves
+  std::vector<uint8_t> k_blocks8;    // the same in 8-bit elements
+  std::vector<uint8_t> v8;
+  std::vector<uint16_t> k_scales;  // per slot
+  std::vector<uint16_t> v_scales;
   const float* key(int32_t p) const { return k.data() + p * hdk; }
   const float* value(int32_t p) const { return v.data() + p * hdv; }
   KvBlock block(int32_t b) const {
     KvBlock view;
     const size_t k_off = static_cast<size_t>(b) * static_cast<size_t>(block_size * hdk);
     const size_t v_off = static_cast<size_t>(b) * static_cast<size_t>(block_size * hdv);
-    view.k = f16 ? static_cast<const void*>(k_blocks16.data() + k_off)
-                 : static_cast<const void*>(k_blocks.data() + k_off);
-    view.v = f16 ? static_cast<const void*>(v16.data() + v_off)
-                 : static_cast<const void*>(v.data() + v_off);
+    switch (element) {
+      case KvElement::kF32:
+        view.k = k_blocks.data() + k_off;
+        view.v = v.data() + v_off;
+        break;
+      case KvElement::kF16:
+        view.k = k_blocks16.data() + k_off;
+        view.v = v16.data() + v_off;
+        break;
+      case KvElement::kInt8:
+      case KvElement::kFp8:
+        view.k = k_blocks8.data() + k_off;
+        view.v = v8.data() + v_off;
+        view.k_scale = k_scales.data() + static_cast<size_t>(b) * block_size;
+        view.v_scale = v_scales.data() + static_cast<size_t>(b) * block_size;
+        break;
+    }
     view.k_stride = block_size;
-    view.f16 = f16;
+    view.element = element;
     return view;
   }
 };
 
+const char* element_name(KvElement e) {
+  switch (e) {
+    case KvElement::kF16:
+      return "f16 cache";
+    case KvElement::kInt8:
+      return "int8 cache";
+    case KvElement::kFp8:
+      return "fp8 cache";
+    case KvElement::kF32:
+      break;
+  }
+  return "f32 cache";
+}
+
+constexpr KvElement kAllElements[] = {KvElement::kF32, KvElement::kF16, KvElement::kInt8,
+                                      KvElement::kFp8};
+
+float decode_8bit(KvElement e, uint8_t byte, uint16_t scale) {
+  const float raw = e == KvElement::kInt8 ? static_cast<float>(static_cast<int8_t>(byte))
+                                          : quant::fp8_e4m3_to_fp32(byte);
+  return raw * quant::bf16_to_fp32(scale);
+}
+
 Cache make_cache(uint64_t salt, int64_t hdk, int64_t hdv, int32_t block_size, int32_t n_pos,
-                 bool f16 = false) {
+                 KvElement element = KvElement::kF32) {
   auto rng = rng_for(salt);
   Cache c;
   c.hdk = hdk;
   c.hdv = hdv;
   c.block_size = block_size;
   c.n_pos = n_pos;
-  c.f16 = f16;
+  c.element = element;
   const int32_t n_blocks = (n_pos + block_size - 1) / block_size;
   const auto slots = static_cast<size_t>(n_blocks) * static_cast<size_t>(block_size);
+  const auto bs = static_cast<size_t>(block_size);
   c.k = gaussian(rng, slots * static_cast<size_t>(hdk));
   c.v = gaussian(rng, slots * static_cast<size_t>(hdv));
   std::fill(c.k.begin() + n_pos * hdk, c.k.end(), kNaN);
   std::fill(c.v.begin() + n_pos * hdv, c.v.end(), kNaN);
-  if (f16) {
+  if (element == KvElement::kF16) {
     for (float& x : c.k) x = quant::fp16_to_fp32(quant::fp32_to_fp16(x));
     for (float& x : c.v) x = quant::fp16_to_fp32(quant::fp32_to_fp16(x));
   }
+  if (element == KvElement::kInt8 || element == KvElement::kFp8) {
+    // Quantized as the cache does it, token by token; the NaN slots get NaN scales.
+    c.k_blocks8.resize(c.k.size());
+    c.v8.resize(c.v.size());
+    c.k_scales.resize(slots);
+    c.v_scales.resize(slots);
+    for (size_t p = 0; p < slots; ++p) {
+      uint8_t* kb = c.k_blocks8.data() + (p / bs) * bs * static_cast<size_t>(hdk) + p % bs;
+      quantize_kv_vector(c.key(static_cast<int32_t>(p)), hdk, element, kb, block_size,
+                         &c.k_scales[p]);
+      quantize_kv_vector(c.value(static_cast<int32_t>(p)), hdv, element,
+                         c.v8.data() + p * static_cast<size_t>(hdv), 1, &c.v_scales[p]);
+      if (p >= static_cast<size_t>(n_pos)) continue;
+      for (int64_t e = 0; e < hdk; ++e) {
+        c.k[p * static_cast<size_t>(hdk) + static_cast<size_t>(e)] =
+            decode_8bit(element, kb[e * block_size], c.k_scales[p]);
+      }
+      for (int64_t e = 0; e < hdv; ++e) {
+        c.v[p * static_cast<size_t>(hdv) + static_cast<size_t>(e)] =
+            decode_8bit(element, c.v8[p * static_cast<size_t>(hdv) + static_cast<size_t>(e)],
+                        c.v_scales[p]);
+      }
+    }
+  }
   c.k_blocks.resize(c.k.size());
   for (size_t p = 0; p < slots; ++p) {
-    const size_t b = p / static_cast<size_t>(block_size);
-    const size_t slot = p % static_cast<size_t>(block_size);
+    const size_t b = p / bs;
+    const size_t slot = p % bs;
     for (int64_t e = 0; e < hdk; ++e) {
       c.k_blocks[(b * static_cast<size_t>(hdk) + static_cast<size_t>(e)) * block_size + slot] =
           c.k[p * static_cast<size_t>(hdk) + static_cast<size_t>(e)];
@@ -159,7 +226,7 @@ class Attention : public ::testing::TestWithParam<Isa> {
     LLMS_SKIP_UNLESS_ISA(GetParam());
     table_ = &attention_table(GetParam());
   }
-  void check_shapes(bool f16) const;
+  void check_shapes(KvElement element) const;
   const AttentionTable* table_ = nullptr;
 };
 
@@ -171,13 +238,13 @@ struct Shape {
 };
 
 TEST_P(Attention, MatchesSoftmaxAttentionOverPagedBlocks) {
-  for (bool f16 : {false, true}) {
-    SCOPED_TRACE(f16 ? "f16 cache" : "f32 cache");
-    check_shapes(f16);
+  for (KvElement element : kAllElements) {
+    SCOPED_TRACE(element_name(element));
+    check_shapes(element);
   }
 }
 
-void Attention::check_shapes(bool f16) const {
+void Attention::check_shapes(KvElement element) const {
   const Shape shapes[] = {
       {64, 64, 16, 77, 0},   {64, 64, 16, 300, 0},   {64, 64, 16, 300, 37},
       {256, 256, 16, 40, 0}, {256, 256, 16, 61, 20}, {128, 128, 5, 23, 0},  // 5: scalar fallback
@@ -188,7 +255,7 @@ void Attention::check_shapes(bool f16) const {
   uint64_t salt = 0;
   for (const Shape& sh : shapes) {
     ++salt;
-    const Cache c = make_cache(1000 + salt, sh.hdk, sh.hdv, sh.block_size, sh.n_pos, f16);
+    const Cache c = make_cache(1000 + salt, sh.hdk, sh.hdv, sh.block_size, sh.n_pos, element);
     auto rng = rng_for(2000 + salt);
     // Rows at spread positions, 7 rows per position (like the heads of a group: the kernel
     // sums their values 4 + 3 at a time), the last position included so the partial last block
@@ -232,8 +299,8 @@ TEST_P(Attention, RowResultDoesNotDependOnTheTile) {
                                                        {89, 89, 89, 89, 89, 89, 89}};
   const std::vector<std::vector<int32_t>> lows = {{0, 0, 25, 70, 0, 0, 5}, {0, 0, 0, 0, 0, 0, 0}};
   for (size_t set = 0; set < positions.size(); ++set) {
-    for (bool f16 : {false, true}) {
-      const Cache c = make_cache(4000, 64, 64, 16, 90, f16);
+    for (KvElement element : kAllElements) {
+      const Cache c = make_cache(4000, 64, 64, 16, 90, element);
       auto rng = rng_for(4001);
       const std::vector<int32_t>& pos = positions[set];
       const std::vector<int32_t>& lo = lows[set];
@@ -244,7 +311,7 @@ TEST_P(Attention, RowResultDoesNotDependOnTheTile) {
                                      q.begin() + static_cast<int64_t>(r + 1) * 64);
         const std::vector<float> alone = attend(*table_, c, q_r, {pos[r]}, {lo[r]});
         EXPECT_EQ(0, std::memcmp(alone.data(), together.data() + r * 64, 64 * sizeof(float)))
-            << "set " << set << " row " << r << (f16 ? " (f16 cache)" : " (f32 cache)");
+            << "set " << set << " row " << r << " (" << element_name(element) << ")";
       }
     }
   }
@@ -335,6 +402,54 @@ TEST(AttentionDispatch, FreeFunctionsMatchTheBestTable) {
   attention_table(best_isa()).to_f16(x, h_ref, 3);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(h[i], h_ref[i]);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(quant::fp16_to_fp32(h[i]), x[i]);  // exact halves
+}
+
+// The 8-bit cache's quantizer: the scale is the largest magnitude over the type's range,
+// rounded up to a bfloat16 (never clipping), and each element is the nearest representable one.
+TEST(QuantizeKvVector, ScalesRoundUpAndElementsRoundToNearest) {
+  auto rng = rng_for(6000);
+  for (KvElement element : {KvElement::kInt8, KvElement::kFp8}) {
+    SCOPED_TRACE(element_name(element));
+    const float range = element == KvElement::kInt8 ? 127.0f : 448.0f;
+    for (int trial = 0; trial < 50; ++trial) {
+      std::vector<float> x = gaussian(rng, 64, trial % 2 ? 40.0f : 0.02f);
+      x[static_cast<size_t>(trial)] *= 10;  // an outlier channel
+      std::vector<uint8_t> out(3 * 64, 0xab);
+      uint16_t scale_bits = 0;
+      quantize_kv_vector(x.data(), 64, element, out.data(), 3, &scale_bits);
+      float amax = 0;
+      for (float v : x) amax = std::max(amax, std::fabs(v));
+      const float scale = quant::bf16_to_fp32(scale_bits);
+      EXPECT_GE(scale, amax / range);
+      EXPECT_LE(scale, amax / range * (1 + 1.0f / 128));
+      for (size_t i = 0; i < 64; ++i) {
+        ASSERT_EQ(out[3 * i + 1], 0xab) << "wrote outside its stride";
+        const float got = decode_8bit(element, out[3 * i], scale_bits);
+        const float y = x[i] / scale;
+        // The nearest representable value: within half a step of int8's unit grid, or of the
+        // e4m3 grid at y's magnitude (3 mantissa bits; 2^-9 spacing below 2^-6).
+        const float step = element == KvElement::kInt8
+                               ? 1.0f
+                               : std::ldexp(1.0f, std::max(std::ilogb(std::fabs(y)), -6) - 3);
+        EXPECT_LE(std::fabs(got / scale - y), step / 2 * (1 + 1e-6f)) << x[i];
+      }
+    }
+  }
+}
+
+TEST(QuantizeKvVector, ZerosAndNonFiniteInputs) {
+  std::vector<float> zeros(16, 0.0f);
+  std::vector<uint8_t> out(16, 7);
+  uint16_t scale = 99;
+  quantize_kv_vector(zeros.data(), 16, KvElement::kInt8, out.data(), 1, &scale);
+  EXPECT_EQ(scale, 0);
+  for (uint8_t b : out) EXPECT_EQ(b, 0);
+  std::vector<float> bad(16, 1.0f);
+  bad[5] = std::numeric_limits<float>::infinity();
+  quantize_kv_vector(bad.data(), 16, KvElement::kFp8, out.data(), 1, &scale);
+  EXPECT_TRUE(std::isnan(quant::bf16_to_fp32(scale)));
+  EXPECT_THROW(quantize_kv_vector(zeros.data(), 16, KvElement::kF16, out.data(), 1, &scale),
+               Error);
 }
 
 }  // namespace
