@@ -136,6 +136,7 @@ int bench_model(const BenchModelOptions& opts) {
   const int32_t n_blocks = (n_total + block_size - 1) / block_size;
   const kv::KvCacheType kv_type = parse_kv_cache_dtype(opts.kv_cache_dtype);
   model::KvStorage kv(model.config(), block_size, n_blocks, kv_type);
+  model.calibrate_key_smoothing(kv);
   std::vector<kv::BlockId> table(n_blocks);
   for (int32_t i = 0; i < n_blocks; ++i) table[i] = i;
   model.reserve(opts.n_prompt, 1);

@@ -45,17 +45,19 @@ engine::EngineConfig EngineOptions::to_config() const {
 }
 
 void add_kv_cache_dtype_option(CLI::App& cmd, std::string& value) {
-  cmd.add_option("--kv-cache-dtype", value, "KV cache element type: auto (f16), f16 or f32")
+  cmd.add_option("--kv-cache-dtype", value,
+                 "KV cache element type: auto (f16), f16, f32, int8 or fp8 (e4m3; the 8-bit types "
+                 "with a scale per token and KV head)")
       ->capture_default_str();
 }
 
 kv::KvCacheType parse_kv_cache_dtype(const std::string& name) {
-  if (name == "auto" || name == "f16" || name == "float16" || name == "half") {
-    return kv::KvCacheType::kF16;
-  }
-  if (name == "f32" || name == "float32" || name == "float") return kv::KvCacheType::kF32;
+  if (name == "auto" || name == "float16" || name == "half") return kv::KvCacheType::kF16;
+  if (name == "float32" || name == "float") return kv::KvCacheType::kF32;
+  if (auto type = kv::kv_cache_type_from_name(name)) return *type;
   throw Error(Error::Kind::kInvalidArgument,
-              fmt::format("--kv-cache-dtype: '{}' is not auto, f16 or f32", name));
+              fmt::format("--kv-cache-dtype: '{}' is not auto, {}", name,
+                          kv::kv_cache_type_names()));
 }
 
 void add_engine_options(CLI::App& cmd, EngineOptions& o) {

@@ -220,8 +220,8 @@ json build_report(const std::filesystem::path& path, const InspectOptions& opts)
 
   auto kv_type = kv::kv_cache_type_from_name(opts.kv_type);
   if (!kv_type) {
-    throw Error(Error::Kind::kInvalidArgument,
-                "--kv-type '" + opts.kv_type + "' is not one of f32, f16, bf16, int8, fp8");
+    throw Error(Error::Kind::kInvalidArgument, "--kv-type '" + opts.kv_type + "' is not one of " +
+                                                   std::string(kv::kv_cache_type_names()));
   }
   uint64_t memory = physical_memory_bytes();
   if (!opts.memory.empty()) {
@@ -235,14 +235,16 @@ json build_report(const std::filesystem::path& path, const InspectOptions& opts)
   uint64_t n_ctx = opts.n_ctx ? opts.n_ctx : (cfg.n_ctx_train ? cfg.n_ctx_train : 4096);
   kv::KvShape shape = cfg.kv_shape();
   json per_token = json::object();
-  for (auto t : {kv::KvCacheType::kF32, kv::KvCacheType::kF16, kv::KvCacheType::kBF16,
-                 kv::KvCacheType::kInt8, kv::KvCacheType::kFp8}) {
+  for (auto t : {kv::KvCacheType::kF32, kv::KvCacheType::kF16, kv::KvCacheType::kInt8,
+                 kv::KvCacheType::kFp8}) {
     per_token[std::string(kv::kv_cache_type_name(t))] = kv::kv_bytes_per_token(shape, t);
   }
   uint64_t per_sequence = kv::kv_bytes_per_sequence(shape, *kv_type, n_ctx);
   r["kv_cache"] = {
       {"cache_type", kv::kv_cache_type_name(*kv_type)},
-      {"formula", "2 x layers x kv_heads x head_dim x bytes_per_element (per token)"},
+      {"formula",
+       "layers x kv_heads x (2 x head_dim x bytes_per_element + 2 x scale_bytes) (per token; "
+       "int8 and fp8 keep a 2-byte scale per key and value vector)"},
       {"bytes_per_token", kv::kv_bytes_per_token(shape, *kv_type)},
       {"bytes_per_token_by_type", per_token},
       {"context", n_ctx},
@@ -363,7 +365,8 @@ void add_inspect_command(CLI::App& app, int& exit_code) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--memory", opts->memory,
                   "Memory budget, e.g. 24GiB (default: this machine's RAM)");
-  cmd->add_option("--kv-type", opts->kv_type, "KV cache element type: f32, f16, bf16, int8, fp8");
+  cmd->add_option("--kv-type", opts->kv_type,
+                  "KV cache element type: " + std::string(kv::kv_cache_type_names()));
   cmd->callback([opts, &exit_code] { exit_code = run_inspect(*opts); });
 }
 

@@ -7,7 +7,7 @@
 // calls whatever tile it is in. Tiles are ordered heaviest first within a sequence (later
 // positions have more context) and taken from an atomic counter, which balances a long prefill
 // over the threads better than fixed ranges. Keys are written dim-major into their block (see
-// kv_storage.h), so the kernel reads f16 or f32 blocks in place.
+// kv_storage.h), so the kernel reads f32, f16 or 8-bit blocks (with their scales) in place.
 #include "attention.h"
 
 #include <algorithm>
@@ -37,6 +37,103 @@ inline void prefetch_to_l2(const void* p, size_t bytes) {
   for (size_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off, 0, 2);
 }
 
+kernels::KvElement element_of(kv::KvCacheType type) {
+  switch (type) {
+    case kv::KvCacheType::kF16:
+      return kernels::KvElement::kF16;
+    case kv::KvCacheType::kInt8:
+      return kernels::KvElement::kInt8;
+    case kv::KvCacheType::kFp8:
+      return kernels::KvElement::kFp8;
+    case kv::KvCacheType::kF32:
+      break;
+  }
+  return kernels::KvElement::kF32;
+}
+
+// One head's block of the cache as the kernel reads it.
+kernels::KvBlock view_of(KvStorage& kv, size_t layer, kv::BlockId block, uint64_t kv_head) {
+  kernels::KvBlock view;
+  view.k_stride = kv.block_size();
+  view.element = element_of(kv.type());
+  switch (kv.type()) {
+    case kv::KvCacheType::kF16:
+      view.k = kv.key<uint16_t>(layer, block, kv_head);
+      view.v = kv.value<uint16_t>(layer, block, kv_head);
+      break;
+    case kv::KvCacheType::kInt8:
+      view.k = kv.key<int8_t>(layer, block, kv_head);
+      view.v = kv.value<int8_t>(layer, block, kv_head);
+      break;
+    case kv::KvCacheType::kFp8:
+      view.k = kv.key<uint8_t>(layer, block, kv_head);
+      view.v = kv.value<uint8_t>(layer, block, kv_head);
+      break;
+    case kv::KvCacheType::kF32:
+      view.k = kv.key<float>(layer, block, kv_head);
+      view.v = kv.value<float>(layer, block, kv_head);
+      break;
+  }
+  if (kv.quantized()) {
+    view.k_scale = kv.key_scales(layer, block, kv_head);
+    view.v_scale = kv.value_scales(layer, block, kv_head);
+  }
+  return view;
+}
+
+// An 8-bit store of T (int8_t: int8, uint8_t: fp8 bits): the token's key and value quantized
+// with a scale each.
+template <class T>
+void store_quantized(KvStorage& kv, size_t layer, kv::BlockId block, int32_t slot,
+                     uint64_t kv_head, const float* k_row, const float* v_row, int64_t hdk,
+                     int64_t hdv, float* smoothed) {
+  const kernels::KvElement element = element_of(kv.type());
+  if (const float* c = kv.key_smoothing(layer, kv_head)) {
+    for (int64_t e = 0; e < hdk; ++e) smoothed[e] = k_row[e] / c[e];
+    k_row = smoothed;
+  }
+  auto* kb = reinterpret_cast<uint8_t*>(kv.key<T>(layer, block, kv_head));
+  auto* vb = reinterpret_cast<uint8_t*>(kv.value<T>(layer, block, kv_head));
+  kernels::quantize_kv_vector(k_row, hdk, element, kb + slot, kv.block_size(),
+                              kv.key_scales(layer, block, kv_head) + slot);
+  kernels::quantize_kv_vector(v_row, hdv, element, vb + slot * hdv, 1,
+                              kv.value_scales(layer, block, kv_head) + slot);
+}
+
+// Stores one token's key and value of one KV head at `slot` of `block` (keys dim-major, with a
+// stride of block_size; through the head_dim_k scratch rows: f16 `key_halves`, int8 `smoothed`).
+void store_token(KvStorage& kv, size_t layer, kv::BlockId block, int32_t slot, uint64_t kv_head,
+                 const float* k_row, const float* v_row, int64_t hdk, int64_t hdv,
+                 uint16_t* key_halves, float* smoothed) {
+  if (kv.needs_key_smoothing()) {
+    throw Error(Error::Kind::kInternal,
+                "an int8 KV cache was written before its key smoothing was calibrated");
+  }
+  if (KeyStatistics* stats = kv.key_recorder()) stats->add(layer, kv_head, k_row);
+  const int32_t bs = kv.block_size();
+  switch (kv.type()) {
+    case kv::KvCacheType::kF16: {
+      kernels::f32_to_f16_array(k_row, key_halves, hdk);
+      uint16_t* kb = kv.key<uint16_t>(layer, block, kv_head) + slot;
+      for (int64_t e = 0; e < hdk; ++e) kb[e * bs] = key_halves[e];
+      kernels::f32_to_f16_array(v_row, kv.value<uint16_t>(layer, block, kv_head) + slot * hdv, hdv);
+      return;
+    }
+    case kv::KvCacheType::kInt8:
+      store_quantized<int8_t>(kv, layer, block, slot, kv_head, k_row, v_row, hdk, hdv, smoothed);
+      return;
+    case kv::KvCacheType::kFp8:
+      store_quantized<uint8_t>(kv, layer, block, slot, kv_head, k_row, v_row, hdk, hdv, smoothed);
+      return;
+    case kv::KvCacheType::kF32: {
+      float* kb = kv.key<float>(layer, block, kv_head) + slot;
+      for (int64_t e = 0; e < hdk; ++e) kb[e * bs] = k_row[e];
+      std::memcpy(kv.value<float>(layer, block, kv_head) + slot * hdv, v_row, hdv * sizeof(float));
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 void PagedAttention::reserve(const ModelConfig& config, int n_threads, int32_t max_tokens,
@@ -46,6 +143,7 @@ void PagedAttention::reserve(const ModelConfig& config, int n_threads, int32_t m
   n_threads_ = std::max(n_threads, n_threads_);
   block_size_ = std::max(block_size, block_size_);
   key_halves_.assign(config.head_dim_k, 0);
+  key_smoothed_.assign(config.head_dim_k, 0.0f);
   max_rows_ = std::max<int32_t>(kTileRows, static_cast<int32_t>(config.n_heads));
   // Tiles cover disjoint (token, query head) sets, so there are at most that many.
   tiles_.reserve(static_cast<size_t>(max_tokens_) * std::max<uint64_t>(config.n_heads, 1));
@@ -55,6 +153,8 @@ void PagedAttention::reserve(const ModelConfig& config, int n_threads, int32_t m
   for (Scratch& s : scratch_) {
     s.branch_k.assign(static_cast<size_t>(block_size_) * config.head_dim_k * element_bytes, 0);
     s.branch_v.assign(static_cast<size_t>(block_size_) * config.head_dim_v * element_bytes, 0);
+    s.branch_k_scale.assign(static_cast<size_t>(block_size_), 0);
+    s.branch_v_scale.assign(static_cast<size_t>(block_size_), 0);
     s.path.reserve(64);
     s.q.assign(rows * config.head_dim_k, 0.0f);
     s.acc.assign(rows * config.head_dim_v, 0.0f);
@@ -85,26 +185,15 @@ void PagedAttention::run(const ModelConfig& config, size_t layer, const kv::Step
   if (n_tokens == 0) return;
   reserve(config, pool.size(), n_tokens, bs);  // no-op once the step size has been seen
 
-  const bool f16 = kv.type() == kv::KvCacheType::kF16;
   for (const auto& s : batch.sequences) {
     for (int32_t j = 0; j < s.n_query; ++j) {
       const int32_t i = s.query_begin + j;
       const int32_t pos = s.slot_of(j);  // a tree node's slot, not its position
       const kv::BlockId block = s.block_table[pos / bs];
-      const int32_t slot = pos % bs;
       for (int64_t h = 0; h < n_kv; ++h) {
-        const float* k_row = k + (i * n_kv + h) * hdk;
-        const float* v_row = v + (i * n_kv + h) * hdv;
-        if (f16) {
-          kernels::f32_to_f16_array(k_row, key_halves_.data(), hdk);
-          uint16_t* kb = kv.key<uint16_t>(layer, block, h) + slot;
-          for (int64_t e = 0; e < hdk; ++e) kb[e * bs] = key_halves_[static_cast<size_t>(e)];
-          kernels::f32_to_f16_array(v_row, kv.value<uint16_t>(layer, block, h) + slot * hdv, hdv);
-        } else {
-          float* kb = kv.key<float>(layer, block, h) + slot;
-          for (int64_t e = 0; e < hdk; ++e) kb[e * bs] = k_row[e];
-          std::memcpy(kv.value<float>(layer, block, h) + slot * hdv, v_row, hdv * sizeof(float));
-        }
+        store_token(kv, layer, block, pos % bs, static_cast<uint64_t>(h), k + (i * n_kv + h) * hdk,
+                    v + (i * n_kv + h) * hdv, hdk, hdv, key_halves_.data(),
+                    key_smoothed_.data());
       }
     }
   }
@@ -165,6 +254,8 @@ void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv:
   const auto n_rows = static_cast<int32_t>(tile.n_q * n_th);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hdk));
   const int64_t window = config.is_sliding[layer] ? static_cast<int64_t>(config.sliding_window) : 0;
+  // Keys stored smoothed (int8) meet the query multiplied by the same factors.
+  const float* smoothing = kv.key_smoothing(layer, static_cast<uint64_t>(tile.kv_head));
 
   int64_t tile_lo = std::numeric_limits<int64_t>::max();
   int64_t tile_hi = 0;  // one past the last visible position
@@ -178,7 +269,11 @@ void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv:
       const int64_t r = qi * n_th + hh;
       const float* src = q + (i * n_heads + tile.kv_head * group + tile.head_begin + hh) * hdk;
       float* dst = s.q.data() + r * hdk;
-      for (int64_t e = 0; e < hdk; ++e) dst[e] = src[e] * scale;
+      if (smoothing != nullptr) {
+        for (int64_t e = 0; e < hdk; ++e) dst[e] = src[e] * scale * smoothing[e];
+      } else {
+        for (int64_t e = 0; e < hdk; ++e) dst[e] = src[e] * scale;
+      }
       std::fill_n(s.acc.data() + r * hdv, hdv, 0.0f);
       s.max[r] = -std::numeric_limits<float>::infinity();
       s.sum[r] = 0.0f;
@@ -198,21 +293,9 @@ void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv:
   t.n_rows = n_rows;
   t.head_dim_k = hdk;
   t.head_dim_v = hdv;
-  const bool f16 = kv.type() == kv::KvCacheType::kF16;
-  const size_t element_bytes = f16 ? sizeof(uint16_t) : sizeof(float);
+  const size_t element_bytes = kv::kv_element_bytes(kv.type());
   auto block_view = [&](int64_t b) {
-    const kv::BlockId block = seq.block_table[b];
-    kernels::KvBlock view;
-    view.k_stride = bs;
-    view.f16 = f16;
-    if (f16) {
-      view.k = kv.key<uint16_t>(layer, block, tile.kv_head);
-      view.v = kv.value<uint16_t>(layer, block, tile.kv_head);
-    } else {
-      view.k = kv.key<float>(layer, block, tile.kv_head);
-      view.v = kv.value<float>(layer, block, tile.kv_head);
-    }
-    return view;
+    return view_of(kv, layer, seq.block_table[b], static_cast<uint64_t>(tile.kv_head));
   };
   const int64_t b_begin = tile_lo / bs;
   const int64_t b_end = (tile_hi + bs - 1) / bs;
@@ -221,6 +304,7 @@ void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv:
     const kernels::KvBlock view = block_view(b);
     prefetch_to_l2(view.k, bs * hdk * element_bytes);
     prefetch_to_l2(view.v, bs * hdv * element_bytes);
+    if (view.k_scale != nullptr) prefetch_to_l2(view.k_scale, 2 * bs * sizeof(uint16_t));
   };
   // A tree node off the region's first branch: its ancestors are not in the slots its
   // positions name, so the blocks from the region on are folded as copies with the branch
@@ -242,6 +326,10 @@ void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv:
     const kernels::KvBlock real = block_view(b);
     std::memcpy(s.branch_k.data(), real.k, bs * hdk * element_bytes);
     std::memcpy(s.branch_v.data(), real.v, bs * hdv * element_bytes);
+    if (kv.quantized()) {
+      std::copy_n(real.k_scale, bs, s.branch_k_scale.data());
+      std::copy_n(real.v_scale, bs, s.branch_v_scale.data());
+    }
     const int64_t first = std::max<int64_t>(b * bs, tree_base);
     const int64_t last =
         std::min<int64_t>((b + 1) * bs, tree_base + static_cast<int64_t>(s.path.size()));
@@ -258,10 +346,18 @@ void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv:
       std::memcpy(s.branch_v.data() + to_slot * hdv * element_bytes,
                   static_cast<const uint8_t*>(from.v) + from_slot * hdv * element_bytes,
                   hdv * element_bytes);
+      if (kv.quantized()) {
+        s.branch_k_scale[to_slot] = from.k_scale[from_slot];
+        s.branch_v_scale[to_slot] = from.v_scale[from_slot];
+      }
     }
     kernels::KvBlock view = real;
     view.k = s.branch_k.data();
     view.v = s.branch_v.data();
+    if (kv.quantized()) {
+      view.k_scale = s.branch_k_scale.data();
+      view.v_scale = s.branch_v_scale.data();
+    }
     return view;
   };
   for (int64_t d = 0; d < kPrefetchBlocks; ++d) prefetch_block(b_begin + d);

@@ -53,6 +53,7 @@ class PagedAttention {
     std::vector<int32_t> key_begin, key_end, pos, lo;
     std::vector<int32_t> path;                // a tree node's ancestors by depth (region indices)
     std::vector<uint8_t> branch_k, branch_v;  // one block with a tree branch laid out in place
+    std::vector<uint16_t> branch_k_scale, branch_v_scale;  // and its scales (8-bit caches)
   };
 
   void run_tile(const ModelConfig& config, size_t layer, const kv::StepBatch& batch, KvStorage& kv,
@@ -65,6 +66,7 @@ class PagedAttention {
   int32_t max_rows_ = 0;
   int32_t block_size_ = 0;
   std::vector<uint16_t> key_halves_;  // a key converted to f16 before its dim-major scatter
+  std::vector<float> key_smoothed_;   // an int8 cache's key divided by its smoothing factors
   std::vector<Tile> tiles_;
   std::vector<Scratch> scratch_;  // one per pool thread
 };

@@ -16,6 +16,7 @@ size_t CpuRunner::kv_bytes_per_block(int32_t block_size, kv::KvCacheType type) c
 void CpuRunner::allocate_kv(int32_t block_size, int32_t n_blocks, kv::KvCacheType type) {
   if (kv_) throw Error(Error::Kind::kInternal, "CpuRunner: the KV storage exists already");
   kv_ = std::make_unique<KvStorage>(model_.config(), block_size, n_blocks, type);
+  model_.calibrate_key_smoothing(*kv_);
 }
 
 size_t CpuRunner::kv_bytes() const { return kv_ ? kv_->bytes() : 0; }

@@ -1,6 +1,7 @@
 #include "model/kv_storage.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -10,14 +11,6 @@ namespace llms::model {
 
 namespace {
 
-size_t storable_element_bytes(kv::KvCacheType type) {
-  if (type != kv::KvCacheType::kF32 && type != kv::KvCacheType::kF16) {
-    throw Error(Error::Kind::kInvalidArgument, "KV cache type '" +
-                                                   std::string(kv::kv_cache_type_name(type)) +
-                                                   "' is not supported (f32 and f16 are)");
-  }
-  return static_cast<size_t>(kv::kv_element_bytes(type));
-}
 
 }  // namespace
 
@@ -26,7 +19,8 @@ KvStorage::KvStorage(const ModelConfig& config, int32_t block_size, int32_t n_bl
     : block_size_(block_size),
       n_blocks_(n_blocks),
       type_(type),
-      element_bytes_(storable_element_bytes(type)),
+      element_bytes_(kv::kv_element_bytes(type)),
+      scale_bytes_(kv::kv_scale_bytes(type)),
       head_dim_k_(config.head_dim_k),
       head_dim_v_(config.head_dim_v),
       n_kv_heads_(config.n_kv_heads) {
@@ -34,7 +28,10 @@ KvStorage::KvStorage(const ModelConfig& config, int32_t block_size, int32_t n_bl
     throw Error(Error::Kind::kInvalidArgument, "KV storage needs a positive block size and count");
   }
   size_t rows = 0;
+  size_t heads_so_far = 0;
   for (uint64_t heads : n_kv_heads_) {
+    head_start_.push_back(heads_so_far);
+    heads_so_far += heads;
     layer_start_.push_back(rows);
     rows += static_cast<size_t>(n_blocks) * block_size * heads;
   }
@@ -43,6 +40,7 @@ KvStorage::KvStorage(const ModelConfig& config, int32_t block_size, int32_t n_bl
   try {
     keys_ = HugePageBuffer(n_key_elements_ * element_bytes_);
     values_ = HugePageBuffer(n_value_elements_ * element_bytes_);
+    if (quantized()) scales_ = HugePageBuffer(rows * 2 * scale_bytes_);
   } catch (const Error& e) {
     throw Error(Error::Kind::kInvalidArgument, std::string("KV cache: ") + e.what());
   }
@@ -54,6 +52,29 @@ void KvStorage::throw_type_mismatch(kv::KvCacheType want) const {
                   " elements, read as " + std::string(kv::kv_cache_type_name(want)));
 }
 
+void KvStorage::set_key_smoothing(std::vector<float> factors) {
+  if (type_ != kv::KvCacheType::kInt8) {
+    throw Error(Error::Kind::kInvalidArgument, "key smoothing is for int8 KV caches only");
+  }
+  const size_t heads = head_start_.empty() ? 0 : head_start_.back() + n_kv_heads_.back();
+  if (factors.size() != heads * head_dim_k_) {
+    throw Error(Error::Kind::kInvalidArgument,
+                "key smoothing: " + std::to_string(factors.size()) + " factors for " +
+                    std::to_string(heads) + " KV heads of " + std::to_string(head_dim_k_));
+  }
+  for (float f : factors) {
+    if (!(f > 0.0f) || !std::isfinite(f)) {
+      throw Error(Error::Kind::kInvalidArgument, "key smoothing: factors must be positive");
+    }
+  }
+  key_smoothing_ = std::move(factors);
+}
+
+void KvStorage::throw_not_quantized() const {
+  throw Error(Error::Kind::kInvalidArgument,
+              "KV storage of " + std::string(kv::kv_cache_type_name(type_)) + " has no scales");
+}
+
 void KvStorage::copy_block(int32_t src, int32_t dst) {
   if (src < 0 || dst < 0 || src >= n_blocks_ || dst >= n_blocks_) {
     throw Error(Error::Kind::kInvalidArgument, "KV block copy outside the pool");
@@ -62,12 +83,15 @@ void KvStorage::copy_block(int32_t src, int32_t dst) {
   const size_t rows = static_cast<size_t>(block_size_);
   for (size_t layer = 0; layer < n_kv_heads_.size(); ++layer) {
     for (uint64_t h = 0; h < n_kv_heads_[layer]; ++h) {
-      std::memcpy(at(keys_, type_, layer, dst, h, head_dim_k_),
-                  at(keys_, type_, layer, src, h, head_dim_k_),
+      std::memcpy(at(keys_, element_bytes_, layer, dst, h, head_dim_k_),
+                  at(keys_, element_bytes_, layer, src, h, head_dim_k_),
                   rows * head_dim_k_ * element_bytes_);
-      std::memcpy(at(values_, type_, layer, dst, h, head_dim_v_),
-                  at(values_, type_, layer, src, h, head_dim_v_),
+      std::memcpy(at(values_, element_bytes_, layer, dst, h, head_dim_v_),
+                  at(values_, element_bytes_, layer, src, h, head_dim_v_),
                   rows * head_dim_v_ * element_bytes_);
+      if (quantized()) {
+        std::memcpy(key_scales(layer, dst, h), key_scales(layer, src, h), rows * 2 * scale_bytes_);
+      }
     }
   }
 }
@@ -86,28 +110,34 @@ void KvStorage::copy_slot(const kv::SlotCopy& c) {
   for (size_t layer = 0; layer < n_kv_heads_.size(); ++layer) {
     for (uint64_t h = 0; h < n_kv_heads_[layer]; ++h) {
       // Keys are dim-major: element e of a slot is e * block_size further on.
-      auto* dk = static_cast<uint8_t*>(at(keys_, type_, layer, c.dst_block, h, head_dim_k_));
+      auto* dk = static_cast<uint8_t*>(at(keys_, element_bytes_, layer, c.dst_block, h, head_dim_k_));
       const auto* sk =
-          static_cast<const uint8_t*>(at(keys_, type_, layer, c.src_block, h, head_dim_k_));
+          static_cast<const uint8_t*>(at(keys_, element_bytes_, layer, c.src_block, h, head_dim_k_));
       for (size_t e = 0; e < head_dim_k_; ++e) {
         std::memcpy(dk + (e * bs + to) * element_bytes_, sk + (e * bs + from) * element_bytes_,
                     element_bytes_);
       }
-      auto* dv = static_cast<uint8_t*>(at(values_, type_, layer, c.dst_block, h, head_dim_v_));
+      auto* dv = static_cast<uint8_t*>(at(values_, element_bytes_, layer, c.dst_block, h, head_dim_v_));
       const auto* sv =
-          static_cast<const uint8_t*>(at(values_, type_, layer, c.src_block, h, head_dim_v_));
+          static_cast<const uint8_t*>(at(values_, element_bytes_, layer, c.src_block, h, head_dim_v_));
       std::memcpy(dv + to * head_dim_v_ * element_bytes_, sv + from * head_dim_v_ * element_bytes_,
                   head_dim_v_ * element_bytes_);
+      if (quantized()) {
+        key_scales(layer, c.dst_block, h)[to] = key_scales(layer, c.src_block, h)[from];
+        value_scales(layer, c.dst_block, h)[to] = value_scales(layer, c.src_block, h)[from];
+      }
     }
   }
 }
 
 size_t KvStorage::bytes_per_block(const ModelConfig& config, int32_t block_size,
                                   kv::KvCacheType type) {
-  const size_t element = storable_element_bytes(type);
+  // Every layer keeps every slot of its blocks, windowed or not.
+  const size_t element = kv::kv_element_bytes(type);
+  const size_t scale = kv::kv_scale_bytes(type);
   size_t per_token = 0;
   for (uint64_t heads : config.n_kv_heads) {
-    per_token += heads * (config.head_dim_k + config.head_dim_v) * element;
+    per_token += heads * ((config.head_dim_k + config.head_dim_v) * element + 2 * scale);
   }
   return per_token * static_cast<size_t>(block_size);
 }

@@ -194,7 +194,27 @@ void Transformer::matmul(const kernels::QuantMatrix& w, const float* x, int32_t 
   kernels::matmul(w, x, m, w.n_cols, y, w.n_rows, *pool_, scratch_);
 }
 
+void Transformer::calibrate_key_smoothing(KvStorage& kv) {
+  if (!kv.needs_key_smoothing()) return;
+  constexpr int32_t kTokens = 128;
+  constexpr int32_t kBlock = 16;
+  KvStorage scratch(config_, kBlock, kTokens / kBlock, kv::KvCacheType::kF32);
+  KeyStatistics stats(config_);
+  scratch.record_keys(&stats);
+  std::vector<kv::BlockId> table(kTokens / kBlock);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<kv::BlockId>(i);
+  const std::vector<int32_t> ids = calibration_tokens(n_vocab(), kTokens);
+  kv::StepBatch batch;
+  batch.add_sequence(0, ids, 0, table, 0);
+  forward(batch, scratch, nullptr);
+  kv.set_key_smoothing(smoothing_factors(config_, stats, rope_mode(traits_.rope)));
+}
+
 void Transformer::forward(const kv::StepBatch& batch, KvStorage& kv, float* logits) {
+  if (kv.needs_key_smoothing()) {
+    throw Error(Error::Kind::kInternal,
+                "an int8 KV cache needs calibrate_key_smoothing() before the first step");
+  }
   batch.validate(kv.block_size(), kv.n_blocks());
   const int32_t n_tokens = static_cast<int32_t>(batch.tokens.size());
   const int32_t n_logits = static_cast<int32_t>(batch.logits_rows.size());

@@ -24,9 +24,12 @@ TEST(KvBudget, Qwen25_7bShapeAt8kTokens) {
   KvShape shape = KvShape::uniform(28, 4, 128);
   EXPECT_EQ(kv_bytes_per_sequence(shape, KvCacheType::kF16, 8192), 448 * kMiB);
   EXPECT_EQ(kv_bytes_per_sequence(shape, KvCacheType::kF32, 8192), 896 * kMiB);
-  EXPECT_EQ(kv_bytes_per_sequence(shape, KvCacheType::kInt8, 8192), 224 * kMiB);
-  EXPECT_EQ(kv_bytes_per_sequence(shape, KvCacheType::kFp8, 8192), 224 * kMiB);
-  EXPECT_EQ(kv_bytes_per_sequence(shape, KvCacheType::kBF16, 8192), 448 * kMiB);
+  // 8-bit caches: half the elements' bytes plus a 2-byte scale per key and value vector
+  // (28 layers x 4 heads x 2 vectors x 2 bytes per token).
+  const uint64_t scales = 8192ull * 28 * 4 * 2 * 2;
+  EXPECT_EQ(kv_bytes_per_sequence(shape, KvCacheType::kInt8, 8192), 224 * kMiB + scales);
+  EXPECT_EQ(kv_bytes_per_sequence(shape, KvCacheType::kFp8, 8192), 224 * kMiB + scales);
+  EXPECT_EQ(kv_bytes_per_token(shape, KvCacheType::kInt8), 28ull * 4 * (256 + 4));
 }
 
 TEST(KvBudget, MultiQueryAttentionKeepsOneHead) {
@@ -66,8 +69,18 @@ TEST(KvBudget, CacheTypeNames) {
   EXPECT_EQ(kv_cache_type_from_name("f16"), KvCacheType::kF16);
   EXPECT_EQ(kv_cache_type_from_name("fp8"), KvCacheType::kFp8);
   EXPECT_EQ(kv_cache_type_from_name("int8"), KvCacheType::kInt8);
+  EXPECT_EQ(kv_cache_type_from_name("fp8_e4m3"), KvCacheType::kFp8);
   EXPECT_FALSE(kv_cache_type_from_name("f17").has_value());
+  // Types the engine cannot store are not names: e5m2 is not e4m3, bf16 is not stored.
+  EXPECT_FALSE(kv_cache_type_from_name("fp8_e5m2").has_value());
+  EXPECT_FALSE(kv_cache_type_from_name("bf16").has_value());
   EXPECT_EQ(kv_element_bytes(KvCacheType::kF32), 4u);
+  EXPECT_EQ(kv_scale_bytes(KvCacheType::kInt8), 2u);
+  EXPECT_EQ(kv_scale_bytes(KvCacheType::kF16), 0u);
+  for (auto t : {KvCacheType::kF32, KvCacheType::kF16, KvCacheType::kInt8, KvCacheType::kFp8}) {
+    EXPECT_EQ(kv_cache_type_from_name(kv_cache_type_name(t)), t);
+    EXPECT_NE(kv_cache_type_names().find(kv_cache_type_name(t)), std::string_view::npos);
+  }
 }
 
 }  // namespace

@@ -137,7 +137,9 @@ TEST(TokenTreeBatch, ValidateRefusesParentsThatDoNotPrecede) {
 INSTANTIATE_TEST_SUITE_P(Architectures, TokenTreeAttention,
                          ::testing::Combine(::testing::Values("qwen2", "gemma3"),
                                             ::testing::Values(kv::KvCacheType::kF32,
-                                                              kv::KvCacheType::kF16)));
+                                                              kv::KvCacheType::kF16,
+                                                              kv::KvCacheType::kInt8,
+                                                              kv::KvCacheType::kFp8)));
 
 }  // namespace
 }  // namespace llms::model

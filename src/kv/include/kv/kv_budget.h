@@ -13,12 +13,20 @@
 
 namespace llms::kv {
 
-enum class KvCacheType { kF32, kF16, kBF16, kInt8, kFp8 };
+// The element types a KV cache can store (every one is accepted by the engine). int8 and fp8
+// (E4M3) are quantized per token: each key and value vector of one KV head carries a 2-byte
+// scale.
+enum class KvCacheType { kF32, kF16, kInt8, kFp8 };
 
-// Bytes per stored element (quantized caches counted without their small per-block scales).
+// Bytes per stored element.
 uint64_t kv_element_bytes(KvCacheType type);
+// Bytes of scale per key or value vector (one token, one KV head): 2 for int8 and fp8, else 0.
+uint64_t kv_scale_bytes(KvCacheType type);
 std::string_view kv_cache_type_name(KvCacheType type);
+// "f32", "f16", "int8", "fp8" and the aliases fp32, fp16, fp8_e4m3; nullopt otherwise.
 std::optional<KvCacheType> kv_cache_type_from_name(std::string_view name);
+// The names above without aliases, comma-separated ("f32, f16, int8, fp8"), for messages.
+std::string_view kv_cache_type_names();
 
 // One attention layer's cache: n_kv_heads heads of K (k_dim wide) and V (v_dim wide).
 struct KvLayer {
