@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "attention.h"
+#include "model/paged_attention.h"
 #include "kernels/ops.h"
 #include "kernels/row_groups.h"
 #include "kernels/row_pairs.h"

@@ -25,7 +25,7 @@
 
 namespace llms::model {
 
-class PagedAttention;  // model/attention.h (internal)
+class PagedAttention;  // model/paged_attention.h
 
 // kInPlace multiplies the file's weights in their own formats with 8-bit activations (the fast
 // path). kDequantizedF32 converts every matrix to F32 at load, so no activation is quantized:

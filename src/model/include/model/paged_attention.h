@@ -1,4 +1,4 @@
-// model/attention (internal): paged causal attention of one layer for a whole StepBatch.
+// model/paged_attention: paged causal attention of one layer for a whole StepBatch.
 //
 // Contract: run() first writes this step's keys and values into the KV storage at the slots
 // the block tables name, then computes, for every token and query head, softmax(q k^T / sqrt(d))

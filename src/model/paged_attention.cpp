@@ -1,5 +1,5 @@
-// model/attention: tiling, masks and threading around kernels::attention_block (contract in
-// attention.h).
+// model/paged_attention: tiling, masks and threading around kernels::attention_block (contract
+// in model/paged_attention.h).
 //
 // A tile's rows are (query position, query head) pairs, row = position * (heads in the tile) +
 // head. Each row carries its own visible key range [lo, pos]; the tile walks the union of those
@@ -8,7 +8,7 @@
 // positions have more context) and taken from an atomic counter, which balances a long prefill
 // over the threads better than fixed ranges. Keys are written dim-major into their block (see
 // kv_storage.h), so the kernel reads f32, f16 or 8-bit blocks (with their scales) in place.
-#include "attention.h"
+#include "model/paged_attention.h"
 
 #include <algorithm>
 #include <atomic>
