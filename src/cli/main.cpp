@@ -8,6 +8,7 @@
 #include "batch_command.h"
 #include "bench_command.h"
 #include "bench_engine_command.h"
+#include "bench_attention_command.h"
 #include "bench_model_command.h"
 #include "bench_structured_command.h"
 #include "bench_tokenizer_command.h"
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   llms::cli::add_serve_command(app, exit_code);
   llms::cli::add_bench_engine_command(app, exit_code);
   llms::cli::add_bench_model_command(app, exit_code);
+  llms::cli::add_bench_attention_command(app, exit_code);
   llms::cli::add_bench_command(app, exit_code);
   llms::cli::add_bench_tokenizer_command(app, exit_code);
   llms::cli::add_bench_structured_command(app, exit_code);
