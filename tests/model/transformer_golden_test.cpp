@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf_file.h"
@@ -39,11 +40,20 @@ struct Case {
   // Also run with weights dequantized to F32 (no activation quantization), where the forward
   // pass must equal transformers to float rounding. Off for the 1.5B (6 GB of F32 weights).
   bool check_f32_reference;
+  // With an fp8 (E4M3) KV cache: its 3 mantissa bits cost more than 8-bit activations where keys
+  // have outlier dimensions. Measured: 0.5B 0.022-0.042, 1.5B 0.026-0.079 with greedy
+  // continuations leaving the reference at margins up to 2.3 (so not checked there: fp8 is not
+  // fit for that model, docs/EVAL.md), Gemma 3 0.031-0.050.
+  double fp8_max_relative_l2;
+  double fp8_near_tie;
 };
 
 // With F32 weights the only differences left are summation order and float rounding (measured
 // 6e-7 to 9e-7 on Gemma 3).
 constexpr double kF32MaxRelativeL2 = 1e-4;
+
+// A near-tie bound that accepts any divergence: the greedy continuation is not checked.
+constexpr double kNoGreedy = std::numeric_limits<double>::infinity();
 
 class TransformerGolden : public ::testing::TestWithParam<Case> {
  protected:
@@ -92,6 +102,17 @@ TEST_P(TransformerGolden, LogitsAndGreedyContinuationMatchTransformersWithAnF16C
   check_against_golden(GetParam().max_relative_l2, GetParam().near_tie, kv::KvCacheType::kF16);
 }
 
+// An int8 cache (a scale per token and KV head, keys smoothed) holds the same bound: its
+// rounding of keys and values is small next to the 8-bit activations the bound already pays for.
+TEST_P(TransformerGolden, LogitsAndGreedyContinuationMatchTransformersWithAnInt8Cache) {
+  check_against_golden(GetParam().max_relative_l2, GetParam().near_tie, kv::KvCacheType::kInt8);
+}
+
+TEST_P(TransformerGolden, LogitsStayCloseToTransformersWithAnFp8Cache) {
+  check_against_golden(GetParam().fp8_max_relative_l2, GetParam().fp8_near_tie,
+                       kv::KvCacheType::kFp8);
+}
+
 TEST_P(TransformerGolden, WithF32WeightsEqualsTransformersToRounding) {
   if (!GetParam().check_f32_reference) GTEST_SKIP() << "F32 reference not run for this model";
   model_ = std::make_unique<model::Transformer>(*file_, 2, model::WeightMode::kDequantizedF32);
@@ -105,6 +126,7 @@ void TransformerGolden::check_against_golden(double max_relative_l2, double near
     auto ids = rec["prompt_ids"].get<std::vector<int32_t>>();
     ASSERT_EQ(rec["n_vocab"].get<int32_t>(), model_->n_vocab());
     model::KvStorage kv(model_->config(), 16, 16, kv_type);
+    model_->calibrate_key_smoothing(kv);
     std::vector<kv::BlockId> table;
     auto logits = prefill(ids, kv, table);
 
@@ -183,9 +205,9 @@ TEST_P(TransformerGolden, RaggedBatchEqualsEachSequenceAlone) {
 
 INSTANTIATE_TEST_SUITE_P(
     Models, TransformerGolden,
-    ::testing::Values(Case{"qwen2.5-coder-0.5b-instruct.json", 0.05, 0.25, true},
-                      Case{"qwen2.5-coder-1.5b-instruct.json", 0.05, 0.25, false},
-                      Case{"gemma-3-270m.json", 0.15, 0.5, true}),
+    ::testing::Values(Case{"qwen2.5-coder-0.5b-instruct.json", 0.05, 0.25, true, 0.07, 0.25},
+                      Case{"qwen2.5-coder-1.5b-instruct.json", 0.05, 0.25, false, 0.12, kNoGreedy},
+                      Case{"gemma-3-270m.json", 0.15, 0.5, true, 0.15, 0.5}),
     [](const auto& param_info) {
       std::string n = param_info.param.golden;
       n = n.substr(0, n.rfind('.'));
