@@ -79,10 +79,12 @@ void fill(model::KvStorage& kv, const model::ModelConfig& c, ThreadPool& pool) {
               break;
             case kv::KvCacheType::kInt8:
               for (size_t i = 0; i < nk; ++i) {
-                kv.key<int8_t>(layer, block, h)[i] = static_cast<int8_t>(rng() % 255 - 127);
+                kv.key<int8_t>(layer, block, h)[i] =
+                    static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
               }
               for (size_t i = 0; i < nv; ++i) {
-                kv.value<int8_t>(layer, block, h)[i] = static_cast<int8_t>(rng() % 255 - 127);
+                kv.value<int8_t>(layer, block, h)[i] =
+                    static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
               }
               break;
             case kv::KvCacheType::kFp8:
@@ -196,8 +198,8 @@ int bench_attention(const BenchAttentionOptions& opts) {
   for (const auto& r : runs) {
     const double best = *std::min_element(r->seconds.begin(), r->seconds.end());
     // Sliding-window layers read only their window.
-    const uint64_t bytes = kv::kv_bytes_per_sequence(shape, r->type, opts.ctx) *
-                           static_cast<uint64_t>(opts.n_seqs);
+    const uint64_t bytes =
+        kv::kv_bytes_per_sequence(shape, r->type, opts.ctx) * static_cast<uint64_t>(opts.n_seqs);
     json j = {{"kv_cache_dtype", std::string(kv::kv_cache_type_name(r->type))},
               {"seconds_per_step_best", best},
               {"seconds_per_step_median", median(r->seconds)},

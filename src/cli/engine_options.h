@@ -31,8 +31,9 @@ struct EngineOptions {
 
 void add_engine_options(CLI::App& cmd, EngineOptions& opts);
 
-// --kv-cache-dtype: auto (f16), f16 or f32, for the commands that hold a KV cache (the engine's
-// and `run` / `bench-model`). parse throws llms::Error(kInvalidArgument) naming the flag.
+// --kv-cache-dtype: auto (f16), f16, f32, int8 or fp8 (and the aliases float16, half, float32,
+// float, fp16, fp32, fp8_e4m3), for the commands that hold a KV cache (the engine's and `run` /
+// `bench-model` / `perplexity`). parse throws llms::Error(kInvalidArgument) naming the flag.
 void add_kv_cache_dtype_option(CLI::App& cmd, std::string& value);
 kv::KvCacheType parse_kv_cache_dtype(const std::string& name);
 

@@ -114,8 +114,8 @@ void exp_array(const float* x, float* y, int64_t n) { best_attention().exp(x, y,
 
 void f32_to_f16_array(const float* x, uint16_t* y, int64_t n) { best_attention().to_f16(x, y, n); }
 
-void quantize_kv_vector(const float* x, int64_t n, KvElement element, uint8_t* out,
-                        int64_t stride, uint16_t* scale) {
+void quantize_kv_vector(const float* x, int64_t n, KvElement element, uint8_t* out, int64_t stride,
+                        uint16_t* scale) {
   if (element != KvElement::kInt8 && element != KvElement::kFp8) {
     throw Error(Error::Kind::kInvalidArgument, "quantize_kv_vector: not an 8-bit KV element");
   }

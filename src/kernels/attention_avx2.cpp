@@ -1,22 +1,22 @@
 // kernels/attention_avx2: AVX2 path of the attention block step (contract in
 // kernels/attention.h).
 //
-// Scores: keys are stored dim-major, so for up to 4 rows and 16 keys at a time the kernel runs
-// one fma chain per row and 8 keys over the dims (a key vector loaded, widened from f16 if need
-// be, once for all the rows; the query element broadcast), and the scores come out in lanes with
-// no horizontal sum. An 8-bit cache (int8, fp8) is widened the same way and its per-slot
-// scales applied once per key: to the scores before the max, and to the softmax weights before
-// the value sums. Then per row: the block max over its visible keys (others masked to -inf),
-// one vectorised exp, one rescale of the accumulator, and the values accumulated 16 (or 8) dims
-// at a time for up to 4 rows that see the same keys (the heads of one position), each key's
-// values loaded, and widened from f16 if need be, once for them all. A row's arithmetic is
-// fixed by its own key range and the block: which rows share a call, and how they are grouped,
-// never changes its operations or their order.
+// Scores: keys are stored dim-major, so for up to 4 rows and 16 keys at a time (for fp8, 5 to 8
+// rows and 8 keys, see scores_wide) the kernel runs one fma chain per row and 8 keys over the
+// dims (a key vector loaded, widened from f16 or 8 bits if need be, once for all the rows; the
+// query element broadcast), and the scores come out in lanes with no horizontal sum. An 8-bit
+// cache's per-slot scales are applied once per key: to the scores before the max, and to the
+// softmax weights before the value sums. Then per row: the block max over its visible keys
+// (others masked to -inf), one vectorised exp, one rescale of the accumulator, and the values
+// accumulated 16 (or 8) dims at a time for up to 4 rows that see the same keys (the heads of one
+// position; for fp8, 8 dims for up to 8 rows), each key's values loaded and widened once for
+// them all. A row's arithmetic is fixed by its own key range and the block: which rows share a
+// call, and how they are grouped, never changes its operations or their order.
 //
 // exp: x = n ln2 + r with n = round(x / ln2), |r| <= ln2 / 2 (ln2 split in two for an exact
 // product), e^r by its Taylor series to r^7 (truncation below 6e-9 relative), scaled by 2^n
 // through the exponent bits. Inputs below -87.33654 give exactly 0 (so a masked score of -inf
-// weighs nothing), above 88.37 they saturate.
+// weighs nothing), above 88.37 they saturate, NaN stays NaN.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -37,7 +37,9 @@ constexpr float kExpMax = 88.37626f;
 
 inline __m256 exp8(__m256 x) {
   const __m256 underflow = _mm256_cmp_ps(x, _mm256_set1_ps(kExpMin), _CMP_LT_OQ);
-  x = _mm256_max_ps(_mm256_min_ps(x, _mm256_set1_ps(kExpMax)), _mm256_set1_ps(kExpMin));
+  // MINPS/MAXPS return their second operand when either is NaN: x goes second, so a NaN score
+  // stays NaN (and so does the row's output) instead of clamping to a finite e^88.
+  x = _mm256_max_ps(_mm256_set1_ps(kExpMin), _mm256_min_ps(_mm256_set1_ps(kExpMax), x));
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
@@ -60,12 +62,17 @@ inline float exp1(float x) { return _mm256_cvtss_f32(exp8(_mm256_set1_ps(x))); }
 
 constexpr bool quantized(KvElement e) { return e == KvElement::kInt8 || e == KvElement::kFp8; }
 
+// Whether a GQA group's 5-8 rows take one pass (scores_wide, accumulate_wide): fp8 only.
+template <KvElement E>
+constexpr bool kWideRows = E == KvElement::kFp8;
+
 // Elements i..i+7 as stored, widened to f32 (before their slots' scales). An fp8 byte comes out
 // as its E4M3 value times 2^-8: S.EEEE.MMM moved to S.0EEEE.MMM0000000 is an IEEE half with the
 // same mantissa and an exponent biased by 15 instead of 7 (subnormals included), which F16C
 // widens exactly; scale8 puts the 2^8 back. The move is three operations: the byte into the high
 // half of a 16-bit lane, an arithmetic shift right by one (the sign lands on bits 15 and 14), and
-// bit 14 cleared.
+// bit 14 cleared. E4M3's NaN bytes (0x7f, 0xff) would widen to +-480: quantize_kv_vector never
+// writes them (a non-finite vector gets zero bytes and a NaN scale).
 template <KvElement E>
 inline __m256 load8(const void* base, int64_t i) {
   if constexpr (E == KvElement::kF16) {
@@ -141,9 +148,6 @@ inline void scores_wide(const float* q, int64_t hdk, const void* k, int64_t k_st
     scores_tile<E, NR, 1>(q, hdk, k, k_stride, 8 * g, s, s_stride);
   }
 }
-
-template <KvElement E>
-constexpr bool kWideRows = E == KvElement::kFp8;
 
 // Raw scores (before the keys' scales) of n_rows rows (any number) for key groups
 // [g_begin, g_end): for fp8, 5 to 8 rows in one pass; else 4 rows at a time.
@@ -231,19 +235,21 @@ inline void accumulate_wide(float* const* acc, const float* const* p, const floa
 template <KvElement E>
 void accumulate(int nr, float* const* acc, const float* const* p, const float* correction,
                 const void* v, int64_t hdv, int32_t begin, int32_t end) {
+  if constexpr (kWideRows<E>) {
+    switch (nr) {
+      case 8:
+        return accumulate_wide<E, 8>(acc, p, correction, v, hdv, begin, end);
+      case 7:
+        return accumulate_wide<E, 7>(acc, p, correction, v, hdv, begin, end);
+      case 6:
+        return accumulate_wide<E, 6>(acc, p, correction, v, hdv, begin, end);
+      case 5:
+        return accumulate_wide<E, 5>(acc, p, correction, v, hdv, begin, end);
+      default:
+        break;
+    }
+  }
   switch (nr) {
-    case 8:
-      accumulate_wide<E, 8>(acc, p, correction, v, hdv, begin, end);
-      break;
-    case 7:
-      accumulate_wide<E, 7>(acc, p, correction, v, hdv, begin, end);
-      break;
-    case 6:
-      accumulate_wide<E, 6>(acc, p, correction, v, hdv, begin, end);
-      break;
-    case 5:
-      accumulate_wide<E, 5>(acc, p, correction, v, hdv, begin, end);
-      break;
     case 4:
       accumulate_rows<E, 4>(acc, p, correction, v, hdv, begin, end);
       break;
@@ -311,7 +317,7 @@ void block_typed(const AttentionTile& t, const KvBlock& kv, int32_t n_keys) {
         const __m256 s8 =
             _mm256_blendv_ps(_mm256_set1_ps(kNegInf), raw, _mm256_castsi256_ps(inside));
         _mm256_storeu_ps(s + j, s8);
-        vmax = _mm256_max_ps(vmax, s8);
+        vmax = _mm256_max_ps(s8, vmax);  // a NaN score is skipped, as std::max does
       }
       rs.new_max = std::max(t.max[r], hmax(vmax));
     }

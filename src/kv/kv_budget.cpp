@@ -41,8 +41,8 @@ uint64_t checked(std::optional<uint64_t> v) {
 uint64_t layer_bytes(const KvLayer& layer, KvCacheType type, uint64_t tokens) {
   const TypeRow& row = row_of(type);
   const uint64_t width = checked(checked_add(layer.k_dim, layer.v_dim));
-  const uint64_t per_head = checked(checked_add(checked(checked_mul(width, row.bytes)),
-                                                2 * row.scale_bytes));
+  const uint64_t per_head =
+      checked(checked_add(checked(checked_mul(width, row.bytes)), 2 * row.scale_bytes));
   const uint64_t per_token = checked(checked_mul(per_head, layer.n_kv_heads));
   return checked(checked_mul(per_token, tokens));
 }

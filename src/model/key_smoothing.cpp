@@ -45,8 +45,8 @@ std::vector<float> smoothing_factors(const ModelConfig& config, const KeyStatist
       double largest = 0;
       for (uint64_t e = 0; e < hd; ++e) {
         const uint64_t p = std::min(partner(e), hd - 1);  // an odd last dimension pairs itself
-        pair_rms[e] = std::sqrt(
-            (stats.mean_square(layer, h, e) + stats.mean_square(layer, h, p)) / 2.0);
+        pair_rms[e] =
+            std::sqrt((stats.mean_square(layer, h, e) + stats.mean_square(layer, h, p)) / 2.0);
         largest = std::max(largest, pair_rms[e]);
       }
       if (largest == 0) {  // no keys seen: no smoothing

@@ -9,11 +9,6 @@
 
 namespace llms::model {
 
-namespace {
-
-
-}  // namespace
-
 KvStorage::KvStorage(const ModelConfig& config, int32_t block_size, int32_t n_blocks,
                      kv::KvCacheType type)
     : block_size_(block_size),
@@ -58,13 +53,14 @@ void KvStorage::set_key_smoothing(std::vector<float> factors) {
   }
   const size_t heads = head_start_.empty() ? 0 : head_start_.back() + n_kv_heads_.back();
   if (factors.size() != heads * head_dim_k_) {
-    throw Error(Error::Kind::kInvalidArgument,
-                "key smoothing: " + std::to_string(factors.size()) + " factors for " +
-                    std::to_string(heads) + " KV heads of " + std::to_string(head_dim_k_));
+    throw Error(Error::Kind::kInvalidArgument, "key smoothing: " + std::to_string(factors.size()) +
+                                                   " factors for " + std::to_string(heads) +
+                                                   " KV heads of " + std::to_string(head_dim_k_));
   }
   for (float f : factors) {
     if (!(f > 0.0f) || !std::isfinite(f)) {
-      throw Error(Error::Kind::kInvalidArgument, "key smoothing: factors must be positive");
+      throw Error(Error::Kind::kInvalidArgument,
+                  "key smoothing: factors must be positive and finite");
     }
   }
   key_smoothing_ = std::move(factors);
@@ -110,16 +106,18 @@ void KvStorage::copy_slot(const kv::SlotCopy& c) {
   for (size_t layer = 0; layer < n_kv_heads_.size(); ++layer) {
     for (uint64_t h = 0; h < n_kv_heads_[layer]; ++h) {
       // Keys are dim-major: element e of a slot is e * block_size further on.
-      auto* dk = static_cast<uint8_t*>(at(keys_, element_bytes_, layer, c.dst_block, h, head_dim_k_));
-      const auto* sk =
-          static_cast<const uint8_t*>(at(keys_, element_bytes_, layer, c.src_block, h, head_dim_k_));
+      auto* dk =
+          static_cast<uint8_t*>(at(keys_, element_bytes_, layer, c.dst_block, h, head_dim_k_));
+      const auto* sk = static_cast<const uint8_t*>(
+          at(keys_, element_bytes_, layer, c.src_block, h, head_dim_k_));
       for (size_t e = 0; e < head_dim_k_; ++e) {
         std::memcpy(dk + (e * bs + to) * element_bytes_, sk + (e * bs + from) * element_bytes_,
                     element_bytes_);
       }
-      auto* dv = static_cast<uint8_t*>(at(values_, element_bytes_, layer, c.dst_block, h, head_dim_v_));
-      const auto* sv =
-          static_cast<const uint8_t*>(at(values_, element_bytes_, layer, c.src_block, h, head_dim_v_));
+      auto* dv =
+          static_cast<uint8_t*>(at(values_, element_bytes_, layer, c.dst_block, h, head_dim_v_));
+      const auto* sv = static_cast<const uint8_t*>(
+          at(values_, element_bytes_, layer, c.src_block, h, head_dim_v_));
       std::memcpy(dv + to * head_dim_v_ * element_bytes_, sv + from * head_dim_v_ * element_bytes_,
                   head_dim_v_ * element_bytes_);
       if (quantized()) {

@@ -84,9 +84,9 @@ kernels::KvBlock view_of(KvStorage& kv, size_t layer, kv::BlockId block, uint64_
 // An 8-bit store of T (int8_t: int8, uint8_t: fp8 bits): the token's key and value quantized
 // with a scale each.
 template <class T>
-void store_quantized(KvStorage& kv, size_t layer, kv::BlockId block, int32_t slot,
-                     uint64_t kv_head, const float* k_row, const float* v_row, int64_t hdk,
-                     int64_t hdv, float* smoothed) {
+void store_quantized(KvStorage& kv, size_t layer, kv::BlockId block, int32_t slot, uint64_t kv_head,
+                     const float* k_row, const float* v_row, int64_t hdk, int64_t hdv,
+                     float* smoothed) {
   const kernels::KvElement element = element_of(kv.type());
   if (const float* c = kv.key_smoothing(layer, kv_head)) {
     for (int64_t e = 0; e < hdk; ++e) smoothed[e] = k_row[e] / c[e];
@@ -192,8 +192,7 @@ void PagedAttention::run(const ModelConfig& config, size_t layer, const kv::Step
       const kv::BlockId block = s.block_table[pos / bs];
       for (int64_t h = 0; h < n_kv; ++h) {
         store_token(kv, layer, block, pos % bs, static_cast<uint64_t>(h), k + (i * n_kv + h) * hdk,
-                    v + (i * n_kv + h) * hdv, hdk, hdv, key_halves_.data(),
-                    key_smoothed_.data());
+                    v + (i * n_kv + h) * hdv, hdk, hdv, key_halves_.data(), key_smoothed_.data());
       }
     }
   }

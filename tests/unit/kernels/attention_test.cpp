@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -138,9 +139,8 @@ Cache make_cache(uint64_t salt, int64_t hdk, int64_t hdv, int32_t block_size, in
             decode_8bit(element, kb[e * block_size], c.k_scales[p]);
       }
       for (int64_t e = 0; e < hdv; ++e) {
-        c.v[p * static_cast<size_t>(hdv) + static_cast<size_t>(e)] =
-            decode_8bit(element, c.v8[p * static_cast<size_t>(hdv) + static_cast<size_t>(e)],
-                        c.v_scales[p]);
+        c.v[p * static_cast<size_t>(hdv) + static_cast<size_t>(e)] = decode_8bit(
+            element, c.v8[p * static_cast<size_t>(hdv) + static_cast<size_t>(e)], c.v_scales[p]);
       }
     }
   }
@@ -317,6 +317,45 @@ TEST_P(Attention, RowResultDoesNotDependOnTheTile) {
   }
 }
 
+// A visible key that is not finite (a NaN element; for 8-bit caches the NaN scale that
+// quantize_kv_vector gives a vector with a NaN or infinity) makes the rows that see it NaN, never
+// a finite number; rows that do not see it are unaffected. The poisoned key sits in each of the
+// three groups of 8 of its block in turn (the last group once hid a NaN from the running max).
+TEST_P(Attention, NonFiniteVisibleKeyMakesItsRowsNaN) {
+  for (KvElement element : kAllElements) {
+    for (int32_t bad : {3, 9, 15, 17}) {
+      SCOPED_TRACE(std::string(element_name(element)) + " slot " + std::to_string(bad));
+      Cache c = make_cache(7000, 64, 64, 16, 40, element);
+      const size_t block = static_cast<size_t>(bad / 16);
+      const size_t slot = static_cast<size_t>(bad % 16);
+      switch (element) {
+        case KvElement::kF32:
+          c.k_blocks[(block * 64 + 5) * 16 + slot] = kNaN;
+          break;
+        case KvElement::kF16:
+          c.k_blocks16[(block * 64 + 5) * 16 + slot] = quant::fp32_to_fp16(kNaN);
+          break;
+        case KvElement::kInt8:
+        case KvElement::kFp8:
+          c.k_scales[static_cast<size_t>(bad)] = quant::fp32_to_bf16(kNaN);
+          break;
+      }
+      auto rng = rng_for(7001);
+      const std::vector<int32_t> pos = {39, 39, 20, 2};
+      const std::vector<int32_t> lo = {0, 0, 0, 0};
+      const std::vector<float> q = gaussian(rng, pos.size() * 64, 0.3f);
+      const std::vector<float> y = attend(*table_, c, q, pos, lo);
+      for (size_t r = 0; r < pos.size(); ++r) {
+        const bool sees = pos[r] >= bad;
+        for (size_t e = 0; e < 64; ++e) {
+          const float x = y[r * 64 + e];
+          ASSERT_EQ(std::isnan(x), sees) << "row " << r << " element " << e << " = " << x;
+        }
+      }
+    }
+  }
+}
+
 // A row with no visible key in a block keeps its state untouched.
 TEST_P(Attention, RowWithoutVisibleKeysIsUntouched) {
   const Cache c = make_cache(5000, 64, 64, 16, 16);
@@ -448,8 +487,7 @@ TEST(QuantizeKvVector, ZerosAndNonFiniteInputs) {
   bad[5] = std::numeric_limits<float>::infinity();
   quantize_kv_vector(bad.data(), 16, KvElement::kFp8, out.data(), 1, &scale);
   EXPECT_TRUE(std::isnan(quant::bf16_to_fp32(scale)));
-  EXPECT_THROW(quantize_kv_vector(zeros.data(), 16, KvElement::kF16, out.data(), 1, &scale),
-               Error);
+  EXPECT_THROW(quantize_kv_vector(zeros.data(), 16, KvElement::kF16, out.data(), 1, &scale), Error);
 }
 
 }  // namespace

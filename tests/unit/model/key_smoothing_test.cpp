@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <numeric>
@@ -149,8 +150,7 @@ TEST_P(KeySmoothingModel, UncalibratedInt8StoreIsRefusedAndCalibrationIsDetermin
     logits(kv);
     FAIL() << "an uncalibrated int8 store was written";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("calibrate_key_smoothing"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("calibrate_key_smoothing"), std::string::npos) << e.what();
   }
   model_->calibrate_key_smoothing(kv);
   KvStorage again(model_->config(), 16, 3, kv::KvCacheType::kInt8);
@@ -176,6 +176,60 @@ TEST_P(KeySmoothingModel, Int8LogitsStayCloseToF32) {
   const std::vector<float> got = logits(i8);
   // Measured at most 0.031 on these random models (large weights make attention peaky).
   EXPECT_LT(relative_l2(got, want), 0.06) << GetParam();
+}
+
+// The calibration pass really records keys: the factors differ from one dimension to another
+// (all ones would mean no smoothing at all, which every other check here would let through).
+TEST_P(KeySmoothingModel, CalibratedFactorsFollowTheKeys) {
+  KvStorage kv(model_->config(), 16, 3, kv::KvCacheType::kInt8);
+  model_->calibrate_key_smoothing(kv);
+  const size_t n = model_->config().head_dim_k;
+  for (size_t layer = 0; layer < model_->config().n_layers; ++layer) {
+    for (uint64_t h = 0; h < model_->config().n_kv_heads[layer]; ++h) {
+      const float* c = kv.key_smoothing(layer, h);
+      const auto [lo, hi] = std::minmax_element(c, c + n);
+      EXPECT_GT(*hi / *lo, 1.05f) << "layer " << layer << " head " << h;
+    }
+  }
+}
+
+// 8-bit caches keep batch invariance: prompts computed together, in interleaved blocks of one
+// pool, give what each gives alone.
+TEST_P(KeySmoothingModel, RaggedBatchOf8BitCachesEqualsEachAlone) {
+  const std::vector<std::vector<int32_t>> prompts = {
+      {5, 9, 14, 20, 27, 35, 44, 54, 65, 77, 3, 8}, {40, 41, 42}, {7, 7, 7, 7, 7, 7, 7, 7, 7, 7,
+                                                                   7, 7, 7, 7, 7, 7, 7, 7, 7, 1}};
+  for (kv::KvCacheType type : {kv::KvCacheType::kInt8, kv::KvCacheType::kFp8}) {
+    SCOPED_TRACE(std::string(kv::kv_cache_type_name(type)));
+    std::vector<std::vector<float>> alone;
+    for (const auto& ids : prompts) {
+      KvStorage kv(model_->config(), 8, 4, type);
+      model_->calibrate_key_smoothing(kv);
+      const std::vector<kv::BlockId> table = {0, 1, 2, 3};
+      kv::StepBatch batch;
+      batch.add_sequence(1, ids, 0, table, 1);
+      alone.emplace_back(static_cast<size_t>(model_->n_vocab()));
+      model_->forward(batch, kv, alone.back().data());
+    }
+    KvStorage kv(model_->config(), 8, 12, type);
+    model_->calibrate_key_smoothing(kv);
+    std::vector<std::vector<kv::BlockId>> tables(prompts.size());
+    kv::StepBatch batch;
+    for (size_t s = 0; s < prompts.size(); ++s) {
+      for (int32_t b = 0; b < 4; ++b) {
+        tables[s].push_back(static_cast<kv::BlockId>(b * 3 + static_cast<int32_t>(s)));
+      }
+      batch.add_sequence(static_cast<int64_t>(s), prompts[s], 0, tables[s], 1);
+    }
+    std::vector<float> together(prompts.size() * static_cast<size_t>(model_->n_vocab()));
+    model_->forward(batch, kv, together.data());
+    for (size_t s = 0; s < prompts.size(); ++s) {
+      const std::vector<float> row(
+          together.begin() + static_cast<int64_t>(s) * model_->n_vocab(),
+          together.begin() + static_cast<int64_t>(s + 1) * model_->n_vocab());
+      EXPECT_LE(relative_l2(row, alone[s]), 1e-4) << "sequence " << s;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, KeySmoothingModel,

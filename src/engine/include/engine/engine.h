@@ -52,8 +52,8 @@ struct EngineConfig {
   int64_t kv_cache_memory = 0;
   double kv_memory_fraction = 0.25;
   bool enable_prefix_caching = true;
-  // KV element type (f16 or f32): f16, like llama.cpp's default cache, halves what attention
-  // reads per step.
+  // KV element type (f32, f16, int8 or fp8): f16, like llama.cpp's default cache, halves what
+  // attention reads per step against f32, and the 8-bit types halve it again.
   kv::KvCacheType kv_cache_dtype = kv::KvCacheType::kF16;
   // max_model_len 0: the model's training context; more than it is refused. max_num_seqs is at
   // most kMaxNumSeqs and max_num_batched_tokens at most kMaxNumBatchedTokens (the step buffers

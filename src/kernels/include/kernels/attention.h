@@ -7,11 +7,11 @@
 //     unnormalised output accumulator acc = sum_j exp(score_j - max) * v_j. Start a row with
 //     max = -inf, sum = 0, acc = 0; after its last block its output is acc / sum.
 //   - attention_block() folds one cache block of n_keys keys and values (KvBlock: f32, f16,
-//     or int8 / fp8 with per-slot scales; keys dim-major, element e of key j at k[e * k_stride + j], so the scores of
-//     consecutive keys come out in vector lanes without a horizontal sum; values key-major,
-//     key j's at v + j * head_dim_v) into every row: row r sees keys key_begin[r] <= j <
-//     key_end[r] (the causal mask and the sliding window, cut to this block); other keys do not
-//     exist for it, and a row that sees none is left untouched. Keys outside a row's range, and
+//     or int8 / fp8 with per-slot scales; keys dim-major, element e of key j at k[e * k_stride +
+//     j], so the scores of consecutive keys come out in vector lanes without a horizontal sum;
+//     values key-major, key j's at v + j * head_dim_v) into every row: row r sees keys key_begin[r]
+//     <= j < key_end[r] (the causal mask and the sliding window, cut to this block); other keys do
+//     not exist for it, and a row that sees none is left untouched. Keys outside a row's range, and
 //     the slots of the block past n_keys, may hold any bits (their scales too): they never reach
 //     that row's result.
 //   - Each row's result depends only on its own q, range and state and on the block: never on
@@ -76,8 +76,8 @@ void f32_to_f16_array(const float* x, uint16_t* y, int64_t n);
 // A vector of zeros gets scale 0; one with a NaN or infinity gets a NaN scale, so the attention
 // output it feeds is NaN rather than silently finite. Scalar on every ISA: one token's vectors
 // per layer and head are few next to what attention reads.
-void quantize_kv_vector(const float* x, int64_t n, KvElement element, uint8_t* out,
-                        int64_t stride, uint16_t* scale);
+void quantize_kv_vector(const float* x, int64_t n, KvElement element, uint8_t* out, int64_t stride,
+                        uint16_t* scale);
 
 struct AttentionTable {
   void (*block)(const AttentionTile& tile, const KvBlock& block, int32_t n_keys);

@@ -6,10 +6,11 @@
 // the scale and the others keep only a few levels. Measured on Qwen2.5 0.5B over GPL-3 at ctx
 // 512, per-token int8 keys cost +11 % perplexity and a mean KL of 0.035 against the f16 cache,
 // while int8 values alone cost nothing measurable. So keys are stored as k_e / c_e and the
-// query is multiplied by c_e when it meets them: q . k is unchanged, and k / c has even
-// dimensions. c is fixed per (layer, KV head, dimension), so every sequence and every shared
-// prefix block uses the same one, and equal within each pair of dimensions that RoPE rotates
-// together (so it commutes with the rotation).
+// query is multiplied by c_e when it meets them (both after RoPE): q . k is unchanged, and k / c
+// has even dimensions. c is fixed per (layer, KV head, dimension), so every sequence and every
+// shared prefix block uses the same one. It is equal within each pair of dimensions that RoPE
+// rotates together: the rotation moves a pair's energy between its two dimensions from one
+// position to the next, so the pair's joint magnitude is what holds across positions.
 //
 // Contract: KeyStatistics accumulates the keys written during a calibration pass (sum of
 // squares per layer, KV head and dimension); smoothing_factors() turns them into c =
@@ -17,7 +18,8 @@
 // smoothing and full equalisation that held up when the calibration text differed from the
 // scored one; pairs far below their head's largest are floored at 1e-4 of it so no factor is 0.
 // calibration_tokens() is the fixed pseudo-random token sequence the pass runs (no tokenizer
-// needed; the same for every run of a model, so results are reproducible).
+// needed; the same for every run, so a model gets the same factors on one machine, and up to
+// the last bits of float rounding across ISAs).
 #pragma once
 
 #include <cstdint>

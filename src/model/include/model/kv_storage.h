@@ -56,8 +56,8 @@ class KvStorage {
                                 kv::KvCacheType type = kv::KvCacheType::kF32);
 
   // Start of one head's block of keys (head_dim rows of block_size slots) or values (block_size
-  // rows of head_dim elements), as T = float (an f32 store) or T = uint16_t (an f16 store, IEEE
-  // half bits).
+  // rows of head_dim elements), as T = float (f32), uint16_t (f16, IEEE half bits), int8_t
+  // (int8) or uint8_t (fp8 E4M3 bits), whichever the store holds.
   template <class T>
   T* key(size_t layer, int32_t block, uint64_t kv_head) {
     check_type(element_type<T>());

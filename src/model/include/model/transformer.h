@@ -69,7 +69,7 @@ class Transformer {
 
   // Gives an int8 store its key-smoothing factors (model/key_smoothing.h) from one forward pass
   // over calibration_tokens() in a scratch f32 cache; a no-op for other stores and for one
-  // calibrated already. Deterministic: the same model always gets the same factors.
+  // calibrated already. The same model gets the same factors on every run on one machine.
   void calibrate_key_smoothing(KvStorage& kv);
 
  private:
