@@ -56,24 +56,8 @@ kernels::KvBlock view_of(KvStorage& kv, size_t layer, kv::BlockId block, uint64_
   kernels::KvBlock view;
   view.k_stride = kv.block_size();
   view.element = element_of(kv.type());
-  switch (kv.type()) {
-    case kv::KvCacheType::kF16:
-      view.k = kv.key<uint16_t>(layer, block, kv_head);
-      view.v = kv.value<uint16_t>(layer, block, kv_head);
-      break;
-    case kv::KvCacheType::kInt8:
-      view.k = kv.key<int8_t>(layer, block, kv_head);
-      view.v = kv.value<int8_t>(layer, block, kv_head);
-      break;
-    case kv::KvCacheType::kFp8:
-      view.k = kv.key<uint8_t>(layer, block, kv_head);
-      view.v = kv.value<uint8_t>(layer, block, kv_head);
-      break;
-    case kv::KvCacheType::kF32:
-      view.k = kv.key<float>(layer, block, kv_head);
-      view.v = kv.value<float>(layer, block, kv_head);
-      break;
-  }
+  view.k = kv.key_data(layer, block, kv_head);
+  view.v = kv.value_data(layer, block, kv_head);
   if (kv.quantized()) {
     view.k_scale = kv.key_scales(layer, block, kv_head);
     view.v_scale = kv.value_scales(layer, block, kv_head);

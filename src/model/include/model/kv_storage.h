@@ -68,6 +68,14 @@ class KvStorage {
     check_type(element_type<T>());
     return static_cast<T*>(at(values_, element_bytes_, layer, block, kv_head, head_dim_v_));
   }
+  // The same blocks untyped, for a reader that carries the element type itself (attention's
+  // kernels::KvBlock).
+  const void* key_data(size_t layer, int32_t block, uint64_t kv_head) const {
+    return at(keys_, element_bytes_, layer, block, kv_head, head_dim_k_);
+  }
+  const void* value_data(size_t layer, int32_t block, uint64_t kv_head) const {
+    return at(values_, element_bytes_, layer, block, kv_head, head_dim_v_);
+  }
   // An 8-bit store's bf16 scales of one head's block: block_size key scales, then (value_scales)
   // block_size value scales.
   uint16_t* key_scales(size_t layer, int32_t block, uint64_t kv_head) {
