@@ -51,6 +51,16 @@ struct BenchAttentionOptions {
   std::string kv_types = "f16,int8,fp8";
 };
 
+// One head's block of keys and of values, every element from `make`.
+template <class T, class Make>
+void fill_block(model::KvStorage& kv, size_t layer, int32_t block, uint64_t h, Make make) {
+  const auto bs = static_cast<size_t>(kv.block_size());
+  T* k = kv.key<T>(layer, block, h);
+  T* v = kv.value<T>(layer, block, h);
+  for (size_t i = 0; i < bs * kv.head_dim_k(); ++i) k[i] = make();
+  for (size_t i = 0; i < bs * kv.head_dim_v(); ++i) v[i] = make();
+}
+
 // Fills every block of `kv` with pseudo-random elements (finite ones for fp8) and scales.
 void fill(model::KvStorage& kv, const model::ModelConfig& c, ThreadPool& pool) {
   const int64_t n_blocks = kv.n_blocks();
@@ -62,38 +72,22 @@ void fill(model::KvStorage& kv, const model::ModelConfig& c, ThreadPool& pool) {
         std::normal_distribution<float> normal(0.0f, 1.0f);
         for (int64_t b = b0; b < b1; ++b) {
           const auto block = static_cast<int32_t>(b);
-          const size_t nk = bs * c.head_dim_k;
-          const size_t nv = bs * c.head_dim_v;
           switch (kv.type()) {
             case kv::KvCacheType::kF32:
-              for (size_t i = 0; i < nk; ++i) kv.key<float>(layer, block, h)[i] = normal(rng);
-              for (size_t i = 0; i < nv; ++i) kv.value<float>(layer, block, h)[i] = normal(rng);
+              fill_block<float>(kv, layer, block, h, [&] { return normal(rng); });
               break;
             case kv::KvCacheType::kF16:
-              for (size_t i = 0; i < nk; ++i) {
-                kv.key<uint16_t>(layer, block, h)[i] = quant::fp32_to_fp16(normal(rng));
-              }
-              for (size_t i = 0; i < nv; ++i) {
-                kv.value<uint16_t>(layer, block, h)[i] = quant::fp32_to_fp16(normal(rng));
-              }
+              fill_block<uint16_t>(kv, layer, block, h,
+                                   [&] { return quant::fp32_to_fp16(normal(rng)); });
               break;
             case kv::KvCacheType::kInt8:
-              for (size_t i = 0; i < nk; ++i) {
-                kv.key<int8_t>(layer, block, h)[i] =
-                    static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
-              }
-              for (size_t i = 0; i < nv; ++i) {
-                kv.value<int8_t>(layer, block, h)[i] =
-                    static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
-              }
+              fill_block<int8_t>(kv, layer, block, h, [&] {
+                return static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+              });
               break;
             case kv::KvCacheType::kFp8:
-              for (size_t i = 0; i < nk; ++i) {
-                kv.key<uint8_t>(layer, block, h)[i] = quant::fp32_to_fp8_e4m3(normal(rng));
-              }
-              for (size_t i = 0; i < nv; ++i) {
-                kv.value<uint8_t>(layer, block, h)[i] = quant::fp32_to_fp8_e4m3(normal(rng));
-              }
+              fill_block<uint8_t>(kv, layer, block, h,
+                                  [&] { return quant::fp32_to_fp8_e4m3(normal(rng)); });
               break;
           }
           if (kv.quantized()) {

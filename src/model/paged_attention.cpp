@@ -89,10 +89,6 @@ void store_quantized(KvStorage& kv, size_t layer, kv::BlockId block, int32_t slo
 void store_token(KvStorage& kv, size_t layer, kv::BlockId block, int32_t slot, uint64_t kv_head,
                  const float* k_row, const float* v_row, int64_t hdk, int64_t hdv,
                  uint16_t* key_halves, float* smoothed) {
-  if (kv.needs_key_smoothing()) {
-    throw Error(Error::Kind::kInternal,
-                "an int8 KV cache was written before its key smoothing was calibrated");
-  }
   if (KeyStatistics* stats = kv.key_recorder()) stats->add(layer, kv_head, k_row);
   const int32_t bs = kv.block_size();
   switch (kv.type()) {
@@ -155,6 +151,10 @@ void PagedAttention::reserve(const ModelConfig& config, int n_threads, int32_t m
 void PagedAttention::run(const ModelConfig& config, size_t layer, const kv::StepBatch& batch,
                          KvStorage& kv, const float* q, const float* k, const float* v, float* out,
                          ThreadPool& pool) {
+  if (kv.needs_key_smoothing()) {
+    throw Error(Error::Kind::kInternal,
+                "an int8 KV cache needs calibrate_key_smoothing() before its first write");
+  }
   const int32_t bs = kv.block_size();
   const auto n_kv = static_cast<int64_t>(config.n_kv_heads[layer]);
   const auto n_heads = static_cast<int64_t>(config.n_heads);

@@ -211,10 +211,6 @@ void Transformer::calibrate_key_smoothing(KvStorage& kv) {
 }
 
 void Transformer::forward(const kv::StepBatch& batch, KvStorage& kv, float* logits) {
-  if (kv.needs_key_smoothing()) {
-    throw Error(Error::Kind::kInternal,
-                "an int8 KV cache needs calibrate_key_smoothing() before the first step");
-  }
   batch.validate(kv.block_size(), kv.n_blocks());
   const int32_t n_tokens = static_cast<int32_t>(batch.tokens.size());
   const int32_t n_logits = static_cast<int32_t>(batch.logits_rows.size());

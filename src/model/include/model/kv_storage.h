@@ -41,6 +41,8 @@ class KvStorage {
   int32_t block_size() const { return block_size_; }
   int32_t n_blocks() const { return n_blocks_; }
   kv::KvCacheType type() const { return type_; }
+  uint64_t head_dim_k() const { return head_dim_k_; }
+  uint64_t head_dim_v() const { return head_dim_v_; }
   bool quantized() const { return scale_bytes_ != 0; }
   size_t bytes() const {
     return (n_key_elements_ + n_value_elements_) * element_bytes_ + scales_.size();

@@ -64,7 +64,7 @@ class Transformer {
 
   // Runs one step. `logits` receives batch.logits_rows.size() rows of n_vocab floats.
   // Throws llms::Error(kInvalidArgument) for a malformed batch or an out-of-vocabulary token.
-  // An int8 `kv` must have its key smoothing calibrated first (forward throws otherwise).
+  // An int8 `kv` must have its key smoothing calibrated first (attention throws otherwise).
   void forward(const kv::StepBatch& batch, KvStorage& kv, float* logits);
 
   // Gives an int8 store its key-smoothing factors (model/key_smoothing.h) from one forward pass
