@@ -11,8 +11,8 @@
 //    (warm, prefix-cache hits);
 //  - KV waste: allocated token slots minus the slots holding tokens, over allocated, sampled at
 //    the end of a run of mixed-length requests.
-// With --json-schema FILE, --regex R or --grammar FILE every request is constrained (structured output), so the
-// cost of the masks shows against the same run without them.
+// With --json-schema FILE, --regex R or --grammar FILE every request is constrained (structured
+// output), so the cost of the masks shows against the same run without them.
 #include "bench_engine_command.h"
 
 #include <fmt/core.h>
@@ -103,7 +103,13 @@ json bench_concurrency(engine::Engine& eng, int32_t c, const BenchEngineOptions&
                       }
                     });
   }
-  while (eng.has_unfinished()) eng.step();
+  // The most sequences the pool held at once (what a KV budget admits) and the preemptions it
+  // cost.
+  int32_t max_running = 0;
+  while (eng.has_unfinished()) {
+    eng.step();
+    max_running = std::max(max_running, eng.stats().n_running);
+  }
   const double t_end = now_s();
   const int64_t generated = n_generated;
   if (t_all_first == 0.0) t_all_first = t_end;
@@ -121,6 +127,8 @@ json bench_concurrency(engine::Engine& eng, int32_t c, const BenchEngineOptions&
   j["total_s"] = t_end - t0;
   const engine::EngineStats after = eng.stats();
   j["target_steps"] = after.n_steps - before.n_steps;
+  j["max_running"] = max_running;
+  j["preemptions"] = after.n_preemptions - before.n_preemptions;
   if (!after.spec_accepted_per_pos.empty()) {
     const int64_t drafted = after.spec_num_draft_tokens - before.spec_num_draft_tokens;
     const int64_t accepted = after.spec_num_accepted_tokens - before.spec_num_accepted_tokens;
@@ -229,6 +237,9 @@ int run_bench_engine(const BenchEngineOptions& o) {
   report["max_num_seqs"] = eo.max_num_seqs;
   report["max_num_batched_tokens"] = eo.max_num_batched_tokens;
   report["kv_blocks"] = eng.kv_pool().n_blocks;
+  report["kv_bytes"] = eng.kv_pool().bytes;
+  report["kv_cache_groups"] = eng.kv_pool().n_groups;
+  report["kv_window_groups"] = eng.kv_pool().n_window_groups;
   json runs = json::array();
   for (int32_t c : levels) {
     fmt::print(stderr, "concurrency {} ...\n", c);

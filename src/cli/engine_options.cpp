@@ -26,6 +26,7 @@ engine::EngineConfig EngineOptions::to_config() const {
   c.kv_cache_dtype = parse_kv_cache_dtype(kv_cache_dtype);
   c.kv_memory_fraction = kv_memory_fraction;
   c.enable_prefix_caching = enable_prefix_caching;
+  c.hybrid_kv_cache = !disable_hybrid_kv_cache_manager;
   c.n_threads = threads;
   c.scheduler.max_num_seqs = max_num_seqs;
   c.scheduler.max_num_batched_tokens = max_num_batched_tokens;
@@ -55,9 +56,8 @@ kv::KvCacheType parse_kv_cache_dtype(const std::string& name) {
   if (name == "auto" || name == "float16" || name == "half") return kv::KvCacheType::kF16;
   if (name == "float32" || name == "float") return kv::KvCacheType::kF32;
   if (auto type = kv::kv_cache_type_from_name(name)) return *type;
-  throw Error(Error::Kind::kInvalidArgument,
-              fmt::format("--kv-cache-dtype: '{}' is not auto, {}", name,
-                          kv::kv_cache_type_names()));
+  throw Error(Error::Kind::kInvalidArgument, fmt::format("--kv-cache-dtype: '{}' is not auto, {}",
+                                                         name, kv::kv_cache_type_names()));
 }
 
 void add_engine_options(CLI::App& cmd, EngineOptions& o) {
@@ -77,6 +77,9 @@ void add_engine_options(CLI::App& cmd, EngineOptions& o) {
                  "Largest prefill chunk per sequence per step (0: the token budget)");
   cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o.enable_prefix_caching,
                "Automatic prefix caching (on by default)");
+  cmd.add_flag("--disable-hybrid-kv-cache-manager", o.disable_hybrid_kv_cache_manager,
+               "Keep every layer's KV for the whole context (by default sliding-window layers "
+               "give back the blocks that fall out of their window)");
   cmd.add_option("--scheduling-policy", o.scheduling_policy, "fcfs or priority")
       ->capture_default_str();
   add_threads_option(cmd, o.threads);
@@ -90,6 +93,16 @@ void add_threads_option(CLI::App& cmd, int& threads) {
 
 void print_kv_pool(const engine::Engine& engine, std::FILE* out) {
   const engine::KvPoolInfo& p = engine.kv_pool();
+  if (p.n_window_groups > 0) {
+    fmt::print(out,
+               "KV cache: {} blocks x {} tokens in {} cache groups ({} of them sliding-window "
+               "layers that keep {} tokens) ({}); up to {} sequences at the full context ({} "
+               "tokens), {} at 2k tokens\n",
+               p.n_blocks, p.block_size, p.n_groups, p.n_window_groups, p.sliding_window,
+               format_bytes(static_cast<uint64_t>(p.bytes)), p.max_seqs_at_model_len,
+               p.max_model_len, p.max_seqs_at_2k);
+    return;
+  }
   fmt::print(out,
              "KV cache: {} blocks x {} tokens = {} tokens ({}); up to {} sequences at the full "
              "context ({} tokens), {} at 2k tokens\n",

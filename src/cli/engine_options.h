@@ -21,6 +21,7 @@ struct EngineOptions {
   int64_t max_model_len = 0;
   int32_t long_prefill_token_threshold = 0;
   bool enable_prefix_caching = true;
+  bool disable_hybrid_kv_cache_manager = false;
   std::string scheduling_policy = "fcfs";
   int threads = 0;
   SpeculativeOptions speculative;

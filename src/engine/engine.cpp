@@ -95,10 +95,15 @@ Engine::Impl::Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& token
     throw Error(Error::Kind::kInvalidArgument,
                 fmt::format("max_num_batched_tokens must be in [1, {}]", kMaxNumBatchedTokens));
   }
+  // Sliding-window layers get cache groups of their own, which give back the blocks that fall
+  // out of their window (kv/kv_groups.h).
+  kv_layout =
+      config.hybrid_kv_cache ? model_config.windowed_kv_layout() : model_config.single_kv_layout();
   const int32_t n_blocks = pool_blocks(config);
-  runner->allocate_kv(config.block_size, n_blocks, config.kv_cache_dtype);
-  kv_cache = std::make_unique<kv::KvCacheManager>(n_blocks, config.block_size,
-                                                  config.enable_prefix_caching);
+  runner->allocate_kv(config.block_size, n_blocks, config.kv_cache_dtype, kv_layout);
+  kv_cache = std::make_unique<kv::KvCacheManager>(
+      n_blocks, config.block_size, config.enable_prefix_caching, kv_layout.windows());
+  batch.n_kv_groups = kv_layout.n_groups();
   scheduler = std::make_unique<sched::Scheduler>(sc, *kv_cache);
   try {
     // Logits rows: one per sequence, 1 + k when speculating; more grow on demand.
@@ -116,17 +121,23 @@ Engine::Impl::Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& token
 
   pool_info.n_blocks = n_blocks;
   pool_info.block_size = config.block_size;
+  pool_info.n_groups = kv_layout.n_groups();
+  for (int64_t w : kv_layout.windows()) {
+    if (w > 0) ++pool_info.n_window_groups;
+    pool_info.sliding_window = std::max(pool_info.sliding_window, w);
+  }
   pool_info.bytes = static_cast<int64_t>(runner->kv_bytes());
   pool_info.max_model_len = sc.max_model_len;
-  pool_info.max_seqs_at_model_len = n_blocks / kv_cache->blocks_for(sc.max_model_len);
+  // Sequences that fit while decoding (windowed groups hold their window, not the context).
+  pool_info.max_seqs_at_model_len = n_blocks / kv_cache->blocks_for_sequence(sc.max_model_len, 1);
   pool_info.max_seqs_at_2k =
-      n_blocks / kv_cache->blocks_for(std::min<int64_t>(2048, sc.max_model_len));
+      n_blocks / kv_cache->blocks_for_sequence(std::min<int64_t>(2048, sc.max_model_len), 1);
 }
 
 int32_t Engine::Impl::pool_blocks(const EngineConfig& cfg) const {
   if (cfg.n_kv_blocks > 0) return cfg.n_kv_blocks;
-  const auto per_block =
-      static_cast<int64_t>(runner->kv_bytes_per_block(cfg.block_size, cfg.kv_cache_dtype));
+  const auto per_block = static_cast<int64_t>(
+      runner->kv_bytes_per_block(cfg.block_size, cfg.kv_cache_dtype, kv_layout));
   int64_t budget = cfg.kv_cache_memory;
   // The pool's pages are touched as sequences grow, so a pool larger than the memory left would
   // be accepted here and end, under load, with the kernel's OOM killer taking the server and
@@ -146,7 +157,8 @@ int32_t Engine::Impl::pool_blocks(const EngineConfig& cfg) const {
         static_cast<double>(available > 0 ? available : int64_t{4} << 30) * cfg.kv_memory_fraction);
     // No point holding more than max_num_seqs full-length sequences.
     const int64_t blocks_per_seq =
-        (cfg.scheduler.max_model_len + cfg.block_size - 1) / cfg.block_size;
+        kv::blocks_for_sequence(kv_layout.windows(), cfg.block_size, cfg.scheduler.max_model_len,
+                                cfg.scheduler.max_num_batched_tokens);
     budget = std::min(budget, blocks_per_seq * cfg.scheduler.max_num_seqs * per_block);
   }
   const int64_t n = budget / per_block;
@@ -414,6 +426,7 @@ std::span<const int32_t> Engine::Impl::draft_tree_of(const sched::ScheduledSeque
 void Engine::Impl::keep_branch(const sched::ScheduledSequence& s, const spec::Verification& v) {
   const std::span<const kv::BlockId> table = kv_cache->block_table(s.seq_id);
   const int32_t bs = config.block_size;
+  const int32_t n_groups = kv_cache->n_groups();
   const int32_t root = s.n_computed_before + s.n_new - 1 - s.n_draft;  // the root's slot
   std::vector<kv::SlotCopy>& copies = slot_copies_scratch;
   copies.clear();
@@ -422,8 +435,12 @@ void Engine::Impl::keep_branch(const sched::ScheduledSequence& s, const spec::Ve
     const int32_t from = root + v.rows[static_cast<size_t>(e)];
     const int32_t to = root + e;
     if (from == to) continue;
-    copies.push_back(kv::SlotCopy{table[static_cast<size_t>(from / bs)], from % bs,
-                                  table[static_cast<size_t>(to / bs)], to % bs});
+    // Each cache group holds the token in a block of its own (the tree is recent: inside every
+    // window).
+    for (int32_t g = 0; g < n_groups; ++g) {
+      copies.push_back(kv::SlotCopy{table[static_cast<size_t>(from / bs * n_groups + g)], from % bs,
+                                    table[static_cast<size_t>(to / bs * n_groups + g)], to % bs});
+    }
   }
   runner->copy_slots(copies);
   scheduler->accept_draft(
@@ -549,13 +566,15 @@ void Engine::validate(const GenerationRequest& request) const {
                             "tokens, but {} were requested ({} in the prompt, {} to generate)",
                             limit, n_prompt + request.max_tokens, n_prompt, request.max_tokens));
   }
-  const int64_t pool_tokens = static_cast<int64_t>(e.pool_info.n_blocks) * e.pool_info.block_size;
-  if (n_prompt + request.max_tokens > pool_tokens) {
+  const int64_t n_blocks_needed = e.kv_cache->blocks_for_sequence(
+      n_prompt + request.max_tokens, e.config.scheduler.max_num_batched_tokens);
+  if (n_blocks_needed > e.pool_info.n_blocks) {
     throw Error(
         Error::Kind::kInvalidArgument,
-        fmt::format("the KV cache holds {} tokens in all, but {} were requested ({} in the "
-                    "prompt, {} to generate)",
-                    pool_tokens, n_prompt + request.max_tokens, n_prompt, request.max_tokens));
+        fmt::format("the KV cache holds {} blocks of {} tokens in all, but {} tokens were "
+                    "requested ({} in the prompt, {} to generate), which need {} blocks",
+                    e.pool_info.n_blocks, e.pool_info.block_size, n_prompt + request.max_tokens,
+                    n_prompt, request.max_tokens, n_blocks_needed));
   }
 }
 
@@ -616,9 +635,14 @@ double Engine::kv_waste() const {
   int64_t used = 0;
   for (const auto& [seq_id, ref] : impl_->seqs) {
     if (!impl_->scheduler->has_sequence(seq_id) || !impl_->kv_cache->has_sequence(seq_id)) continue;
-    allocated += static_cast<int64_t>(impl_->kv_cache->block_table(seq_id).size()) *
-                 impl_->config.block_size;
-    used += impl_->scheduler->info(seq_id).n_computed;
+    // Per cache group: a windowed group's blocks before its window are given back, not wasted.
+    const kv::KvCacheManager& kv = *impl_->kv_cache;
+    allocated += static_cast<int64_t>(kv.n_blocks_held(seq_id)) * impl_->config.block_size;
+    const int32_t n_computed = impl_->scheduler->info(seq_id).n_computed;
+    for (int64_t w : impl_->kv_layout.windows()) {
+      const int64_t bs = impl_->config.block_size;
+      used += w > 0 ? n_computed - std::max<int64_t>(0, n_computed - w + 1) / bs * bs : n_computed;
+    }
   }
   return allocated > 0 ? static_cast<double>(allocated - used) / static_cast<double>(allocated)
                        : 0.0;

@@ -106,6 +106,7 @@ struct Engine::Impl {
   EngineConfig config;
   std::shared_ptr<ThreadPool> pool;
   std::unique_ptr<model::ModelRunner> runner;
+  kv::KvGroupLayout kv_layout;
   std::unique_ptr<kv::KvCacheManager> kv_cache;
   std::unique_ptr<sched::Scheduler> scheduler;
   KvPoolInfo pool_info;

@@ -65,7 +65,8 @@ void Engine::Impl::make_proposer(int32_t n_blocks) {
     }
     if (sc.draft_vocab_size > 0) draft_runner->limit_output_rows(sc.draft_vocab_size);
     const auto kv_bytes = static_cast<int64_t>(
-        draft_runner->kv_bytes_per_block(config.block_size, config.kv_cache_dtype) *
+        draft_runner->kv_bytes_per_block(config.block_size, config.kv_cache_dtype,
+                                         draft_runner->config().single_kv_layout()) *
         static_cast<size_t>(n_blocks));
     const int64_t left = available_memory_bytes();
     if (left > 0 && kv_bytes > left) {

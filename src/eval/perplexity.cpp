@@ -47,7 +47,8 @@ PerplexityResult perplexity(model::ModelRunner& runner, std::span<const int32_t>
   const int32_t windows_per_pass = std::max(1, options.batch / ctx);
   const int32_t tokens_per_pass = std::min(options.batch, ctx);  // per window
   const int32_t blocks_per_window = (ctx + options.kv_block - 1) / options.kv_block;
-  runner.allocate_kv(options.kv_block, blocks_per_window * windows_per_pass, options.kv_type);
+  runner.allocate_kv(options.kv_block, blocks_per_window * windows_per_pass, options.kv_type,
+                     runner.config().single_kv_layout());
   runner.reserve(tokens_per_pass * windows_per_pass, (ctx - first) * windows_per_pass);
 
   std::vector<std::vector<kv::BlockId>> tables(static_cast<size_t>(windows_per_pass));
@@ -77,8 +78,9 @@ PerplexityResult perplexity(model::ModelRunner& runner, std::span<const int32_t>
       batch.clear();
       for (int32_t s = 0; s < n_here; ++s) {
         const std::vector<int32_t>& toks = pass_windows[static_cast<size_t>(s)];
-        batch.add_sequence(w0 + s, std::span<const int32_t>(toks).subspan(
-                                       static_cast<size_t>(p0), static_cast<size_t>(p1 - p0)),
+        batch.add_sequence(w0 + s,
+                           std::span<const int32_t>(toks).subspan(static_cast<size_t>(p0),
+                                                                  static_cast<size_t>(p1 - p0)),
                            p0, tables[static_cast<size_t>(s)], n_logits);
       }
       const model::LogitsView logits = runner.execute(batch);
@@ -114,7 +116,8 @@ PerplexityResult perplexity(model::ModelRunner& runner, std::span<const int32_t>
   result.mean_nll = nll_sum / n;
   result.ppl = std::exp(result.mean_nll);
   const double variance = nll_sq_sum / n - result.mean_nll * result.mean_nll;
-  result.ppl_stderr = variance > 0.0 && n > 1.0 ? result.ppl * std::sqrt(variance / (n - 1.0)) : 0.0;
+  result.ppl_stderr =
+      variance > 0.0 && n > 1.0 ? result.ppl * std::sqrt(variance / (n - 1.0)) : 0.0;
   return result;
 }
 

@@ -7,6 +7,11 @@
 // hashed block (after a truncate(), or a rewind) truncates the chain so the block is hashed again
 // from its new tokens. Every mutating call checks all it can before it changes
 // anything, so a refused call leaves the state as it was.
+//
+// Groups: a sequence's table is interleaved, entry b * G + g for block index b of group g; its
+// chain is shared (a key names tokens, not layers) and each group registers its own copy of a
+// block under group_key(key, g). A windowed group remembers, per sequence, the first entry it
+// still holds (entries before it are kNoBlock).
 #include "kv/kv_cache_manager.h"
 
 #include <algorithm>
@@ -17,6 +22,7 @@
 
 #include "block_hash.h"
 #include "block_pool.h"
+#include "kv/kv_groups.h"
 #include "util/error.h"
 
 namespace llms::kv {
@@ -28,17 +34,35 @@ namespace {
 
 std::string seq_name(int64_t seq_id) { return "sequence " + std::to_string(seq_id); }
 
+// The key group g registers a block under: group 0 keeps the chain key, others a derived one
+// (a collision between derived keys is as unlikely as one between chain keys).
+BlockHash group_key(const BlockHash& key, int32_t group) {
+  if (group == 0) return key;
+  const auto g = static_cast<uint64_t>(group);
+  return BlockHash{key.lo ^ (g * 0x9E3779B97F4A7C15ull), key.hi + g};
+}
+
 }  // namespace
 
 struct KvCacheManager::Impl {
   struct Sequence {
-    std::vector<BlockId> table;
-    std::vector<BlockHash> chain;  // keys of table[0 .. chain.size()), each block full when hashed
+    std::vector<BlockId> table;       // interleaved: entry b * n_groups + g
+    std::vector<BlockHash> chain;     // keys of block indices [0, chain.size()), full when hashed
+    std::vector<int64_t> first_held;  // per group: entries before it are kNoBlock
     uint64_t extra_key = 0;
+
+    int64_t n_indices(int32_t n_groups) const {
+      return static_cast<int64_t>(table.size()) / n_groups;
+    }
   };
 
-  Impl(int32_t n_blocks, int32_t block_size_in, bool prefix_caching)
-      : block_size(block_size_in), enable_prefix_caching(prefix_caching), pool(n_blocks) {}
+  Impl(int32_t n_blocks, int32_t block_size_in, bool prefix_caching,
+       std::vector<int64_t> group_windows)
+      : block_size(block_size_in),
+        enable_prefix_caching(prefix_caching),
+        windows(std::move(group_windows)),
+        n_groups(static_cast<int32_t>(windows.size())),
+        pool(n_blocks) {}
 
   template <class Self>
   static auto& get(Self& self, int64_t seq_id, const char* op) {
@@ -52,6 +76,20 @@ struct KvCacheManager::Impl {
     return n_tokens / block_size + (n_tokens % block_size != 0 ? 1 : 0);
   }
 
+  // The first block index a windowed group needs for queries from position `pos` on (0 for a
+  // full group).
+  int64_t first_needed(int32_t g, int64_t pos) const {
+    const int64_t w = windows[static_cast<size_t>(g)];
+    return w > 0 ? std::max<int64_t>(0, pos - w + 1) / block_size : 0;
+  }
+
+  BlockId& entry(Sequence& seq, int64_t b, int32_t g) const {
+    return seq.table[static_cast<size_t>(b * n_groups + g)];
+  }
+  BlockId entry(const Sequence& seq, int64_t b, int32_t g) const {
+    return seq.table[static_cast<size_t>(b * n_groups + g)];
+  }
+
   BlockId take_fresh() {
     bool evicted = false;
     const BlockId b = pool.take_fresh(evicted);
@@ -59,14 +97,31 @@ struct KvCacheManager::Impl {
     return b;
   }
 
+  // Gives back a windowed group's blocks that no query from position `pos` on can see.
+  void release_outside_windows(Sequence& seq, int64_t pos) {
+    const int64_t n_idx = seq.n_indices(n_groups);
+    for (int32_t g = 0; g < n_groups; ++g) {
+      const int64_t keep_from = std::min(first_needed(g, pos), n_idx);
+      int64_t& first = seq.first_held[static_cast<size_t>(g)];
+      for (; first < keep_from; ++first) {
+        BlockId& b = entry(seq, first, g);
+        pool.release(b);
+        b = kNoBlock;
+      }
+    }
+  }
+
   const int32_t block_size;
   const bool enable_prefix_caching;
+  const std::vector<int64_t> windows;
+  const int32_t n_groups;
   BlockPool pool;
   std::unordered_map<int64_t, Sequence> sequences;
   KvCacheStats stats;
 };
 
-KvCacheManager::KvCacheManager(int32_t n_blocks, int32_t block_size, bool enable_prefix_caching) {
+KvCacheManager::KvCacheManager(int32_t n_blocks, int32_t block_size, bool enable_prefix_caching,
+                               std::span<const int64_t> group_windows) {
   if (n_blocks < 1) invalid("n_blocks must be >= 1, got " + std::to_string(n_blocks));
   if (block_size < 1) invalid("block_size must be >= 1, got " + std::to_string(block_size));
   // Token counts are int32 in the API (add_sequence's return, StepBatch); the pool must fit.
@@ -74,7 +129,12 @@ KvCacheManager::KvCacheManager(int32_t n_blocks, int32_t block_size, bool enable
     invalid("n_blocks " + std::to_string(n_blocks) + " x block_size " + std::to_string(block_size) +
             " token slots exceed 2^31 - 1");
   }
-  impl_ = std::make_unique<Impl>(n_blocks, block_size, enable_prefix_caching);
+  std::vector<int64_t> windows(group_windows.begin(), group_windows.end());
+  if (windows.empty()) windows.push_back(0);
+  for (int64_t w : windows) {
+    if (w < 0) invalid("a cache group's window must be >= 0, got " + std::to_string(w));
+  }
+  impl_ = std::make_unique<Impl>(n_blocks, block_size, enable_prefix_caching, std::move(windows));
 }
 
 KvCacheManager::~KvCacheManager() = default;
@@ -82,11 +142,22 @@ KvCacheManager::~KvCacheManager() = default;
 int32_t KvCacheManager::block_size() const { return impl_->block_size; }
 int32_t KvCacheManager::n_blocks() const { return impl_->pool.n_blocks(); }
 int32_t KvCacheManager::n_free_blocks() const { return impl_->pool.n_free(); }
+int32_t KvCacheManager::n_groups() const { return impl_->n_groups; }
 
 int32_t KvCacheManager::blocks_for(int64_t n_tokens) const {
   if (n_tokens < 0) invalid("blocks_for: negative token count " + std::to_string(n_tokens));
   return static_cast<int32_t>(
       std::min<int64_t>(impl_->blocks_for(n_tokens), std::numeric_limits<int32_t>::max()));
+}
+
+int32_t KvCacheManager::blocks_for_sequence(int64_t n_tokens, int64_t max_step_tokens) const {
+  const Impl& m = *impl_;
+  if (n_tokens < 0 || max_step_tokens < 1) {
+    invalid("blocks_for_sequence: " + std::to_string(n_tokens) + " tokens in steps of " +
+            std::to_string(max_step_tokens));
+  }
+  const int64_t total = kv::blocks_for_sequence(m.windows, m.block_size, n_tokens, max_step_tokens);
+  return static_cast<int32_t>(std::min<int64_t>(total, std::numeric_limits<int32_t>::max()));
 }
 
 int32_t KvCacheManager::add_sequence(int64_t seq_id, std::span<const int32_t> tokens,
@@ -95,6 +166,7 @@ int32_t KvCacheManager::add_sequence(int64_t seq_id, std::span<const int32_t> to
   if (m.sequences.contains(seq_id)) invalid("add_sequence: " + seq_name(seq_id) + " exists");
   Impl::Sequence& seq = m.sequences[seq_id];
   seq.extra_key = extra_key;
+  seq.first_held.assign(static_cast<size_t>(m.n_groups), 0);
   if (!m.enable_prefix_caching || tokens.empty()) return 0;
 
   // Only blocks fully inside tokens[0 .. size - 1) may come from the cache: the last prompt
@@ -102,17 +174,45 @@ int32_t KvCacheManager::add_sequence(int64_t seq_id, std::span<const int32_t> to
   const int64_t bs = m.block_size;
   const int64_t n_lookup = static_cast<int64_t>(tokens.size() - 1) / bs;
   m.stats.prefix_queries += n_lookup * bs;
+  // The chain keys, as long as every full group finds its blocks.
+  std::vector<BlockHash> keys;
   BlockHash parent{};
   for (int64_t i = 0; i < n_lookup; ++i) {
     const BlockHash key = hash_block(parent, tokens.subspan(i * bs, bs), extra_key);
-    const std::optional<BlockId> hit = m.pool.find(key);
-    if (!hit) break;
-    m.pool.add_ref(*hit);
-    seq.table.push_back(*hit);
-    seq.chain.push_back(key);
+    bool found = true;
+    for (int32_t g = 0; g < m.n_groups && found; ++g) {
+      if (m.windows[static_cast<size_t>(g)] == 0)
+        found = m.pool.find(group_key(key, g)).has_value();
+    }
+    if (!found) break;
+    keys.push_back(key);
     parent = key;
   }
-  const int32_t n_cached = static_cast<int32_t>(seq.table.size()) * m.block_size;
+  // The longest hit whose windowed groups hold the window before it.
+  auto window_cached = [&](int64_t k) {
+    for (int32_t g = 0; g < m.n_groups; ++g) {
+      if (m.windows[static_cast<size_t>(g)] == 0) continue;
+      for (int64_t b = m.first_needed(g, k * bs); b < k; ++b) {
+        if (!m.pool.find(group_key(keys[static_cast<size_t>(b)], g))) return false;
+      }
+    }
+    return true;
+  };
+  auto k = static_cast<int64_t>(keys.size());
+  while (k > 0 && !window_cached(k)) --k;
+
+  seq.table.assign(static_cast<size_t>(k * m.n_groups), kNoBlock);
+  for (int32_t g = 0; g < m.n_groups; ++g) {
+    const int64_t first = k > 0 ? m.first_needed(g, k * bs) : 0;
+    seq.first_held[static_cast<size_t>(g)] = first;
+    for (int64_t b = first; b < k; ++b) {
+      const BlockId hit = *m.pool.find(group_key(keys[static_cast<size_t>(b)], g));
+      m.pool.add_ref(hit);
+      m.entry(seq, b, g) = hit;
+    }
+  }
+  seq.chain.assign(keys.begin(), keys.begin() + k);
+  const auto n_cached = static_cast<int32_t>(k * bs);
   m.stats.prefix_hits += n_cached;
   return n_cached;
 }
@@ -127,36 +227,49 @@ bool KvCacheManager::allocate(int64_t seq_id, int64_t n_write_begin, int64_t n_t
   }
   const int64_t n_needed = m.blocks_for(n_tokens_total);
   if (n_needed > m.pool.n_blocks()) return false;
-  const int64_t n_have = static_cast<int64_t>(seq.table.size());
+  const int64_t n_have = seq.n_indices(m.n_groups);
   const int64_t n_new = std::max<int64_t>(0, n_needed - n_have);
 
   // Existing blocks that the write range falls in; those shared with another table are copied.
   const bool writes = n_write_begin < n_tokens_total;
   const int64_t first_written = n_write_begin / m.block_size;
   const int64_t end_existing = writes ? std::min(n_have, n_needed) : first_written;
-  int64_t n_copies = 0;
-  for (int64_t b = first_written; b < end_existing; ++b) {
-    if (m.pool.ref_count(seq.table[b]) > 1) ++n_copies;
+  int64_t n_fresh = 0;
+  for (int32_t g = 0; g < m.n_groups; ++g) {
+    // The queries from n_write_begin on read blocks a windowed group may have given back.
+    const int64_t first_read = std::min(m.first_needed(g, n_write_begin), first_written);
+    if (first_read < seq.first_held[static_cast<size_t>(g)]) {
+      invalid("allocate: " + seq_name(seq_id) + " writes from position " +
+              std::to_string(n_write_begin) + ", but its sliding-window blocks before position " +
+              std::to_string(seq.first_held[static_cast<size_t>(g)] * m.block_size) +
+              " were given back");
+    }
+    for (int64_t b = first_written; b < end_existing; ++b) {
+      if (m.pool.ref_count(m.entry(seq, b, g)) > 1) ++n_fresh;
+    }
+    n_fresh += n_new;
   }
-  if (n_new + n_copies > m.pool.n_free()) return false;
+  if (n_fresh > m.pool.n_free()) return false;
 
   // From here on nothing can fail.
   if (writes && first_written < static_cast<int64_t>(seq.chain.size())) {
     seq.chain.resize(static_cast<size_t>(first_written));
   }
   for (int64_t b = first_written; b < end_existing; ++b) {
-    const BlockId old = seq.table[b];
-    if (m.pool.ref_count(old) > 1) {
-      const BlockId fresh = m.take_fresh();
-      copies.push_back(BlockCopy{old, fresh});
-      m.pool.release(old);  // stays referenced by the other tables
-      seq.table[b] = fresh;
-    } else {
-      // Ours alone and about to be overwritten: its registered key (if any) would go stale.
-      m.pool.unregister(old);
+    for (int32_t g = 0; g < m.n_groups; ++g) {
+      BlockId& slot = m.entry(seq, b, g);
+      if (m.pool.ref_count(slot) > 1) {
+        const BlockId fresh = m.take_fresh();
+        copies.push_back(BlockCopy{slot, fresh});
+        m.pool.release(slot);  // stays referenced by the other tables
+        slot = fresh;
+      } else {
+        // Ours alone and about to be overwritten: its registered key (if any) would go stale.
+        m.pool.unregister(slot);
+      }
     }
   }
-  for (int64_t i = 0; i < n_new; ++i) seq.table.push_back(m.take_fresh());
+  for (int64_t i = 0; i < n_new * m.n_groups; ++i) seq.table.push_back(m.take_fresh());
   return true;
 }
 
@@ -167,46 +280,69 @@ void KvCacheManager::commit(int64_t seq_id, std::span<const int32_t> tokens, int
     invalid("commit: " + seq_name(seq_id) + " n_computed " + std::to_string(n_computed) +
             " is outside the " + std::to_string(tokens.size()) + " tokens given");
   }
-  const int64_t n_covered = static_cast<int64_t>(seq.table.size()) * m.block_size;
+  const int64_t n_covered = seq.n_indices(m.n_groups) * m.block_size;
   if (n_computed > n_covered) {
     invalid("commit: " + seq_name(seq_id) + " n_computed " + std::to_string(n_computed) +
             " exceeds the " + std::to_string(n_covered) + " positions its blocks hold");
   }
-  if (!m.enable_prefix_caching) return;
-
-  const int64_t bs = m.block_size;
-  const int64_t n_full = n_computed / bs;
-  BlockHash parent = seq.chain.empty() ? BlockHash{} : seq.chain.back();
-  for (int64_t b = static_cast<int64_t>(seq.chain.size()); b < n_full; ++b) {
-    const BlockHash key = hash_block(parent, tokens.subspan(b * bs, bs), seq.extra_key);
-    // If another block already holds this key (the same prefix computed concurrently) or this
-    // block already carries one, the existing registration stands and this block stays unkeyed.
-    m.pool.register_key(seq.table[b], key);
-    seq.chain.push_back(key);
-    parent = key;
+  if (m.enable_prefix_caching) {
+    const int64_t bs = m.block_size;
+    const int64_t n_full = n_computed / bs;
+    BlockHash parent = seq.chain.empty() ? BlockHash{} : seq.chain.back();
+    for (int64_t b = static_cast<int64_t>(seq.chain.size()); b < n_full; ++b) {
+      const BlockHash key = hash_block(parent, tokens.subspan(b * bs, bs), seq.extra_key);
+      // If another block already holds this key (the same prefix computed concurrently) or this
+      // block already carries one, the existing registration stands and this block stays
+      // unkeyed.
+      for (int32_t g = 0; g < m.n_groups; ++g) {
+        const BlockId block = m.entry(seq, b, g);
+        if (block != kNoBlock) m.pool.register_key(block, group_key(key, g));
+      }
+      seq.chain.push_back(key);
+      parent = key;
+    }
   }
+  // Keyed first, so what falls out of a window stays findable for a later prefix hit.
+  m.release_outside_windows(seq, n_computed);
 }
 
 void KvCacheManager::truncate(int64_t seq_id, int64_t n_tokens) {
   Impl& m = *impl_;
   Impl::Sequence& seq = Impl::get(m, seq_id, "truncate");
-  const int64_t n_covered = static_cast<int64_t>(seq.table.size()) * m.block_size;
+  const int64_t n_covered = seq.n_indices(m.n_groups) * m.block_size;
   if (n_tokens < 0 || n_tokens > n_covered) {
     invalid("truncate: " + seq_name(seq_id) + " to " + std::to_string(n_tokens) +
             " tokens, but its blocks hold " + std::to_string(n_covered) + " positions");
   }
   const int64_t n_keep = m.blocks_for(n_tokens);
+  for (int32_t g = 0; g < m.n_groups; ++g) {
+    const int64_t first_held = seq.first_held[static_cast<size_t>(g)];
+    if (m.first_needed(g, n_tokens) < first_held && first_held > 0) {
+      invalid("truncate: " + seq_name(seq_id) + " to " + std::to_string(n_tokens) +
+              " tokens, but its sliding-window blocks before position " +
+              std::to_string(first_held * m.block_size) + " were given back");
+    }
+  }
   // Tail first, as free() does.
-  while (static_cast<int64_t>(seq.table.size()) > n_keep) {
-    m.pool.release(seq.table.back());
-    seq.table.pop_back();
+  while (seq.n_indices(m.n_groups) > n_keep) {
+    for (int32_t g = m.n_groups - 1; g >= 0; --g) {
+      if (seq.table.back() != kNoBlock) m.pool.release(seq.table.back());
+      seq.table.pop_back();
+    }
+  }
+  for (int32_t g = 0; g < m.n_groups; ++g) {
+    int64_t& first = seq.first_held[static_cast<size_t>(g)];
+    first = std::min(first, n_keep);
   }
   const int64_t first_rewritten = n_tokens / m.block_size;
   if (first_rewritten < static_cast<int64_t>(seq.chain.size())) {
     seq.chain.resize(static_cast<size_t>(first_rewritten));
   }
   for (int64_t b = first_rewritten; b < n_keep; ++b) {
-    if (m.pool.ref_count(seq.table[b]) == 1) m.pool.unregister(seq.table[b]);
+    for (int32_t g = 0; g < m.n_groups; ++g) {
+      const BlockId block = m.entry(seq, b, g);
+      if (block != kNoBlock && m.pool.ref_count(block) == 1) m.pool.unregister(block);
+    }
   }
 }
 
@@ -217,7 +353,9 @@ void KvCacheManager::fork(int64_t parent, int64_t child) {
     invalid("fork: child " + seq_name(child) + " of " + seq_name(parent) + " exists");
   }
   Impl::Sequence copy = from;
-  for (BlockId b : copy.table) m.pool.add_ref(b);
+  for (BlockId b : copy.table) {
+    if (b != kNoBlock) m.pool.add_ref(b);
+  }
   m.sequences.emplace(child, std::move(copy));
 }
 
@@ -228,7 +366,9 @@ void KvCacheManager::free(int64_t seq_id) {
   // Tail first: the free list is evicted from the front, so the prefix heads (the blocks most
   // likely to be shared again) are the last of this sequence's blocks to be evicted.
   const std::vector<BlockId>& table = it->second.table;
-  for (auto b = table.rbegin(); b != table.rend(); ++b) m.pool.release(*b);
+  for (auto b = table.rbegin(); b != table.rend(); ++b) {
+    if (*b != kNoBlock) m.pool.release(*b);
+  }
   m.sequences.erase(it);
 }
 
@@ -238,6 +378,12 @@ bool KvCacheManager::has_sequence(int64_t seq_id) const {
 
 std::span<const BlockId> KvCacheManager::block_table(int64_t seq_id) const {
   return Impl::get(std::as_const(*impl_), seq_id, "block_table").table;
+}
+
+int32_t KvCacheManager::n_blocks_held(int64_t seq_id) const {
+  const auto& table = Impl::get(std::as_const(*impl_), seq_id, "n_blocks_held").table;
+  return static_cast<int32_t>(
+      std::count_if(table.begin(), table.end(), [](BlockId b) { return b != kNoBlock; }));
 }
 
 double KvCacheManager::usage() const {
@@ -250,20 +396,39 @@ const KvCacheStats& KvCacheManager::stats() const { return impl_->stats; }
 void KvCacheManager::check_invariants() const {
   const Impl& m = *impl_;
   const int32_t n = m.pool.n_blocks();
+  auto broken = [](int64_t seq_id, const std::string& what) {
+    throw Error(Error::Kind::kInternal, "KV cache: " + seq_name(seq_id) + " " + what);
+  };
   std::vector<int32_t> census(static_cast<size_t>(n), 0);
   for (const auto& [seq_id, seq] : m.sequences) {
-    if (seq.chain.size() > seq.table.size()) {
-      throw Error(Error::Kind::kInternal, "KV cache: " + seq_name(seq_id) + " has " +
-                                              std::to_string(seq.chain.size()) + " keys for " +
-                                              std::to_string(seq.table.size()) + " blocks");
+    if (seq.table.size() % static_cast<size_t>(m.n_groups) != 0) {
+      broken(seq_id, "has a table of " + std::to_string(seq.table.size()) + " entries for " +
+                         std::to_string(m.n_groups) + " groups");
     }
-    for (BlockId b : seq.table) {
-      if (b < 0 || b >= n) {
-        throw Error(Error::Kind::kInternal, "KV cache: " + seq_name(seq_id) + " holds block " +
-                                                std::to_string(b) + " outside the pool of " +
-                                                std::to_string(n));
+    const int64_t n_idx = seq.n_indices(m.n_groups);
+    if (static_cast<int64_t>(seq.chain.size()) > n_idx) {
+      broken(seq_id, "has " + std::to_string(seq.chain.size()) + " keys for " +
+                         std::to_string(n_idx) + " blocks");
+    }
+    for (int32_t g = 0; g < m.n_groups; ++g) {
+      const int64_t first = seq.first_held[static_cast<size_t>(g)];
+      if (first > 0 && m.windows[static_cast<size_t>(g)] == 0) {
+        broken(seq_id, "gave back blocks of full-attention group " + std::to_string(g));
       }
-      ++census[b];
+      for (int64_t b = 0; b < n_idx; ++b) {
+        const BlockId block = m.entry(seq, b, g);
+        if ((block == kNoBlock) != (b < first)) {
+          broken(seq_id, "group " + std::to_string(g) + " entry " + std::to_string(b) +
+                             (block == kNoBlock ? " was given back inside its window"
+                                                : " is held before its window"));
+        }
+        if (block == kNoBlock) continue;
+        if (block < 0 || block >= n) {
+          broken(seq_id, "holds block " + std::to_string(block) + " outside the pool of " +
+                             std::to_string(n));
+        }
+        ++census[static_cast<size_t>(block)];
+      }
     }
   }
   m.pool.check_invariants(census);
@@ -271,11 +436,14 @@ void KvCacheManager::check_invariants() const {
   // sequence's chain key at that index (else a hit could hand out the wrong tokens' KV).
   for (const auto& [seq_id, seq] : m.sequences) {
     for (size_t i = 0; i < seq.chain.size(); ++i) {
-      const BlockHash* key = m.pool.key_of(seq.table[i]);
-      if (key != nullptr && !(*key == seq.chain[i])) {
-        throw Error(Error::Kind::kInternal, "KV cache: " + seq_name(seq_id) + " block " +
-                                                std::to_string(seq.table[i]) + " at index " +
-                                                std::to_string(i) + " is keyed for another prefix");
+      for (int32_t g = 0; g < m.n_groups; ++g) {
+        const BlockId block = m.entry(seq, static_cast<int64_t>(i), g);
+        if (block == kNoBlock) continue;
+        const BlockHash* key = m.pool.key_of(block);
+        if (key != nullptr && !(*key == group_key(seq.chain[i], g))) {
+          broken(seq_id, "block " + std::to_string(block) + " at index " + std::to_string(i) +
+                             " is keyed for another prefix");
+        }
       }
     }
   }

@@ -45,19 +45,23 @@ void StepBatch::validate(int32_t block_size, int32_t n_blocks_total) const {
     throw Error(Error::Kind::kInvalidArgument, "StepBatch: " + what);
   };
   if (positions.size() != tokens.size()) fail("positions and tokens differ in length");
+  if (n_kv_groups < 1) fail("n_kv_groups must be >= 1");
   int32_t expected_begin = 0;
   for (size_t i = 0; i < sequences.size(); ++i) {
     const auto& s = sequences[i];
     std::string where = "sequence " + std::to_string(s.seq_id);
     if (s.query_begin != expected_begin) fail(where + " does not start where the previous ended");
     if (s.n_query < 1 || s.n_context < s.n_query) fail(where + " has a bad query/context length");
-    int64_t blocks_needed = (int64_t{s.n_context} + block_size - 1) / block_size;
-    if (static_cast<int64_t>(s.block_table.size()) < blocks_needed) {
-      fail(where + " has " + std::to_string(s.block_table.size()) + " blocks for " +
-           std::to_string(s.n_context) + " tokens");
+    const int64_t entries_needed =
+        (int64_t{s.n_context} + block_size - 1) / block_size * n_kv_groups;
+    if (static_cast<int64_t>(s.block_table.size()) < entries_needed) {
+      fail(where + " has " + std::to_string(s.block_table.size()) + " table entries for " +
+           std::to_string(s.n_context) + " tokens in " + std::to_string(n_kv_groups) +
+           " cache groups");
     }
-    for (int64_t b = 0; b < blocks_needed; ++b) {
-      if (s.block_table[b] < 0 || s.block_table[b] >= n_blocks_total) {
+    for (int64_t b = 0; b < entries_needed; ++b) {
+      // -1: given back by a windowed group (attention checks it never reads one).
+      if (s.block_table[b] < -1 || s.block_table[b] >= n_blocks_total) {
         fail(where + " names block " + std::to_string(s.block_table[b]) + " outside the pool");
       }
     }

@@ -9,13 +9,15 @@ namespace llms::model {
 CpuRunner::CpuRunner(const gguf::GgufFile& file, std::shared_ptr<ThreadPool> pool)
     : model_(file, std::move(pool)) {}
 
-size_t CpuRunner::kv_bytes_per_block(int32_t block_size, kv::KvCacheType type) const {
-  return KvStorage::bytes_per_block(model_.config(), block_size, type);
+size_t CpuRunner::kv_bytes_per_block(int32_t block_size, kv::KvCacheType type,
+                                     const kv::KvGroupLayout& layout) const {
+  return KvStorage::bytes_per_block(model_.config(), block_size, type, layout);
 }
 
-void CpuRunner::allocate_kv(int32_t block_size, int32_t n_blocks, kv::KvCacheType type) {
+void CpuRunner::allocate_kv(int32_t block_size, int32_t n_blocks, kv::KvCacheType type,
+                            const kv::KvGroupLayout& layout) {
   if (kv_) throw Error(Error::Kind::kInternal, "CpuRunner: the KV storage exists already");
-  kv_ = std::make_unique<KvStorage>(model_.config(), block_size, n_blocks, type);
+  kv_ = std::make_unique<KvStorage>(model_.config(), block_size, n_blocks, type, layout);
   model_.calibrate_key_smoothing(*kv_);
 }
 

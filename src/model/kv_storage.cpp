@@ -9,8 +9,35 @@
 
 namespace llms::model {
 
+namespace {
+
+// The most KV heads of the layers that share each member slot.
+std::vector<uint64_t> heads_per_member(const ModelConfig& config, const kv::KvGroupLayout& layout) {
+  std::vector<uint64_t> heads(static_cast<size_t>(layout.members()), 0);
+  for (size_t l = 0; l < config.n_kv_heads.size(); ++l) {
+    auto& h = heads[static_cast<size_t>(layout.member_of(static_cast<int32_t>(l)))];
+    h = std::max(h, config.n_kv_heads[l]);
+  }
+  return heads;
+}
+
+void check_layout(const ModelConfig& config, const kv::KvGroupLayout& layout) {
+  if (static_cast<size_t>(layout.n_layers()) != config.n_kv_heads.size()) {
+    throw Error(Error::Kind::kInvalidArgument,
+                "KV storage: a cache-group layout of " + std::to_string(layout.n_layers()) +
+                    " layers for a model of " + std::to_string(config.n_kv_heads.size()));
+  }
+}
+
+}  // namespace
+
 KvStorage::KvStorage(const ModelConfig& config, int32_t block_size, int32_t n_blocks,
                      kv::KvCacheType type)
+    : KvStorage(config, block_size, n_blocks, type,
+                kv::KvGroupLayout::single(static_cast<int32_t>(config.n_kv_heads.size()))) {}
+
+KvStorage::KvStorage(const ModelConfig& config, int32_t block_size, int32_t n_blocks,
+                     kv::KvCacheType type, kv::KvGroupLayout layout)
     : block_size_(block_size),
       n_blocks_(n_blocks),
       type_(type),
@@ -18,16 +45,21 @@ KvStorage::KvStorage(const ModelConfig& config, int32_t block_size, int32_t n_bl
       scale_bytes_(kv::kv_scale_bytes(type)),
       head_dim_k_(config.head_dim_k),
       head_dim_v_(config.head_dim_v),
+      layout_(std::move(layout)),
       n_kv_heads_(config.n_kv_heads) {
   if (block_size <= 0 || n_blocks <= 0) {
     throw Error(Error::Kind::kInvalidArgument, "KV storage needs a positive block size and count");
   }
-  size_t rows = 0;
+  check_layout(config, layout_);
   size_t heads_so_far = 0;
   for (uint64_t heads : n_kv_heads_) {
     head_start_.push_back(heads_so_far);
     heads_so_far += heads;
-    layer_start_.push_back(rows);
+  }
+  member_heads_ = heads_per_member(config, layout_);
+  size_t rows = 0;
+  for (uint64_t heads : member_heads_) {
+    member_start_.push_back(rows);
     rows += static_cast<size_t>(n_blocks) * block_size * heads;
   }
   n_key_elements_ = rows * head_dim_k_;
@@ -77,16 +109,17 @@ void KvStorage::copy_block(int32_t src, int32_t dst) {
   }
   if (src == dst) return;
   const size_t rows = static_cast<size_t>(block_size_);
-  for (size_t layer = 0; layer < n_kv_heads_.size(); ++layer) {
-    for (uint64_t h = 0; h < n_kv_heads_[layer]; ++h) {
-      std::memcpy(at(keys_, element_bytes_, layer, dst, h, head_dim_k_),
-                  at(keys_, element_bytes_, layer, src, h, head_dim_k_),
+  for (size_t m = 0; m < member_heads_.size(); ++m) {
+    for (uint64_t h = 0; h < member_heads_[m]; ++h) {
+      std::memcpy(at_member(keys_, element_bytes_, m, dst, h, head_dim_k_),
+                  at_member(keys_, element_bytes_, m, src, h, head_dim_k_),
                   rows * head_dim_k_ * element_bytes_);
-      std::memcpy(at(values_, element_bytes_, layer, dst, h, head_dim_v_),
-                  at(values_, element_bytes_, layer, src, h, head_dim_v_),
+      std::memcpy(at_member(values_, element_bytes_, m, dst, h, head_dim_v_),
+                  at_member(values_, element_bytes_, m, src, h, head_dim_v_),
                   rows * head_dim_v_ * element_bytes_);
       if (quantized()) {
-        std::memcpy(key_scales(layer, dst, h), key_scales(layer, src, h), rows * 2 * scale_bytes_);
+        std::memcpy(at_member(scales_, scale_bytes_, m, dst, h, 2),
+                    at_member(scales_, scale_bytes_, m, src, h, 2), rows * 2 * scale_bytes_);
       }
     }
   }
@@ -103,26 +136,29 @@ void KvStorage::copy_slot(const kv::SlotCopy& c) {
   const auto bs = static_cast<size_t>(block_size_);
   const auto from = static_cast<size_t>(c.src_slot);
   const auto to = static_cast<size_t>(c.dst_slot);
-  for (size_t layer = 0; layer < n_kv_heads_.size(); ++layer) {
-    for (uint64_t h = 0; h < n_kv_heads_[layer]; ++h) {
+  for (size_t m = 0; m < member_heads_.size(); ++m) {
+    for (uint64_t h = 0; h < member_heads_[m]; ++h) {
       // Keys are dim-major: element e of a slot is e * block_size further on.
       auto* dk =
-          static_cast<uint8_t*>(at(keys_, element_bytes_, layer, c.dst_block, h, head_dim_k_));
+          static_cast<uint8_t*>(at_member(keys_, element_bytes_, m, c.dst_block, h, head_dim_k_));
       const auto* sk = static_cast<const uint8_t*>(
-          at(keys_, element_bytes_, layer, c.src_block, h, head_dim_k_));
+          at_member(keys_, element_bytes_, m, c.src_block, h, head_dim_k_));
       for (size_t e = 0; e < head_dim_k_; ++e) {
         std::memcpy(dk + (e * bs + to) * element_bytes_, sk + (e * bs + from) * element_bytes_,
                     element_bytes_);
       }
       auto* dv =
-          static_cast<uint8_t*>(at(values_, element_bytes_, layer, c.dst_block, h, head_dim_v_));
+          static_cast<uint8_t*>(at_member(values_, element_bytes_, m, c.dst_block, h, head_dim_v_));
       const auto* sv = static_cast<const uint8_t*>(
-          at(values_, element_bytes_, layer, c.src_block, h, head_dim_v_));
+          at_member(values_, element_bytes_, m, c.src_block, h, head_dim_v_));
       std::memcpy(dv + to * head_dim_v_ * element_bytes_, sv + from * head_dim_v_ * element_bytes_,
                   head_dim_v_ * element_bytes_);
       if (quantized()) {
-        key_scales(layer, c.dst_block, h)[to] = key_scales(layer, c.src_block, h)[from];
-        value_scales(layer, c.dst_block, h)[to] = value_scales(layer, c.src_block, h)[from];
+        auto* dst = static_cast<uint16_t*>(at_member(scales_, scale_bytes_, m, c.dst_block, h, 2));
+        const auto* src =
+            static_cast<const uint16_t*>(at_member(scales_, scale_bytes_, m, c.src_block, h, 2));
+        dst[to] = src[from];            // key scale
+        dst[bs + to] = src[bs + from];  // value scale
       }
     }
   }
@@ -130,11 +166,18 @@ void KvStorage::copy_slot(const kv::SlotCopy& c) {
 
 size_t KvStorage::bytes_per_block(const ModelConfig& config, int32_t block_size,
                                   kv::KvCacheType type) {
-  // Every layer keeps every slot of its blocks, windowed or not.
+  return bytes_per_block(config, block_size, type,
+                         kv::KvGroupLayout::single(static_cast<int32_t>(config.n_kv_heads.size())));
+}
+
+size_t KvStorage::bytes_per_block(const ModelConfig& config, int32_t block_size,
+                                  kv::KvCacheType type, const kv::KvGroupLayout& layout) {
+  // Every member slot keeps every slot of its blocks, windowed or not.
+  check_layout(config, layout);
   const size_t element = kv::kv_element_bytes(type);
   const size_t scale = kv::kv_scale_bytes(type);
   size_t per_token = 0;
-  for (uint64_t heads : config.n_kv_heads) {
+  for (uint64_t heads : heads_per_member(config, layout)) {
     per_token += heads * ((config.head_dim_k + config.head_dim_v) * element + 2 * scale);
   }
   return per_token * static_cast<size_t>(block_size);

@@ -188,6 +188,18 @@ kv::KvShape ModelConfig::kv_shape() const {
   return shape;
 }
 
+kv::KvGroupLayout ModelConfig::windowed_kv_layout() const {
+  std::vector<int64_t> windows(n_layers, 0);
+  for (uint64_t i = 0; i < n_layers; ++i) {
+    if (is_sliding[i]) windows[i] = static_cast<int64_t>(sliding_window);
+  }
+  return kv::KvGroupLayout::from_windows(windows);
+}
+
+kv::KvGroupLayout ModelConfig::single_kv_layout() const {
+  return kv::KvGroupLayout::single(static_cast<int32_t>(n_layers));
+}
+
 uint64_t ModelConfig::max_kv_heads() const {
   return n_kv_heads.empty() ? 0 : *std::max_element(n_kv_heads.begin(), n_kv_heads.end());
 }

@@ -52,6 +52,20 @@ kernels::KvElement element_of(kv::KvCacheType type) {
 }
 
 // One head's block of the cache as the kernel reads it.
+// The block of a sequence's block index b in cache group g (interleaved tables,
+// kv/step_batch.h). A windowed group's given-back entry is never within a query's window; one
+// here is a bug of the KV manager, not something to read.
+kv::BlockId table_entry(const kv::SequenceSlice& s, int64_t b, int32_t n_groups, int32_t g) {
+  const kv::BlockId block = s.block_table[static_cast<size_t>(b * n_groups + g)];
+  if (block < 0) {
+    throw Error(Error::Kind::kInternal, "attention: sequence " + std::to_string(s.seq_id) +
+                                            " reads block index " + std::to_string(b) +
+                                            " of cache group " + std::to_string(g) +
+                                            ", which its window gave back");
+  }
+  return block;
+}
+
 kernels::KvBlock view_of(KvStorage& kv, size_t layer, kv::BlockId block, uint64_t kv_head) {
   kernels::KvBlock view;
   view.k_stride = kv.block_size();
@@ -168,12 +182,14 @@ void PagedAttention::run(const ModelConfig& config, size_t layer, const kv::Step
   const auto n_tokens = static_cast<int32_t>(batch.tokens.size());
   if (n_tokens == 0) return;
   reserve(config, pool.size(), n_tokens, bs);  // no-op once the step size has been seen
+  const int32_t n_groups = batch.n_kv_groups;
+  const int32_t group_of_layer = kv.layout().group_of(static_cast<int32_t>(layer));
 
   for (const auto& s : batch.sequences) {
     for (int32_t j = 0; j < s.n_query; ++j) {
       const int32_t i = s.query_begin + j;
       const int32_t pos = s.slot_of(j);  // a tree node's slot, not its position
-      const kv::BlockId block = s.block_table[pos / bs];
+      const kv::BlockId block = table_entry(s, pos / bs, n_groups, group_of_layer);
       for (int64_t h = 0; h < n_kv; ++h) {
         store_token(kv, layer, block, pos % bs, static_cast<uint64_t>(h), k + (i * n_kv + h) * hdk,
                     v + (i * n_kv + h) * hdv, hdk, hdv, key_halves_.data(), key_smoothed_.data());
@@ -228,6 +244,7 @@ void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv:
                               Scratch& s) const {
   const kv::SequenceSlice& seq = batch.sequences[static_cast<size_t>(tile.slice)];
   const int32_t bs = kv.block_size();
+  const int32_t cache_group = kv.layout().group_of(static_cast<int32_t>(layer));
   const auto n_heads = static_cast<int64_t>(config.n_heads);
   const auto n_kv = static_cast<int64_t>(config.n_kv_heads[layer]);
   const auto hdk = static_cast<int64_t>(config.head_dim_k);
@@ -278,7 +295,8 @@ void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv:
   t.head_dim_v = hdv;
   const size_t element_bytes = kv::kv_element_bytes(kv.type());
   auto block_view = [&](int64_t b) {
-    return view_of(kv, layer, seq.block_table[b], static_cast<uint64_t>(tile.kv_head));
+    return view_of(kv, layer, table_entry(seq, b, batch.n_kv_groups, cache_group),
+                   static_cast<uint64_t>(tile.kv_head));
   };
   const int64_t b_begin = tile_lo / bs;
   const int64_t b_end = (tile_hi + bs - 1) / bs;

@@ -5,10 +5,10 @@
 #include <cstring>
 #include <string>
 
-#include "model/paged_attention.h"
 #include "kernels/ops.h"
 #include "kernels/row_groups.h"
 #include "kernels/row_pairs.h"
+#include "model/paged_attention.h"
 #include "quant/quant.h"
 #include "util/error.h"
 
@@ -212,6 +212,11 @@ void Transformer::calibrate_key_smoothing(KvStorage& kv) {
 
 void Transformer::forward(const kv::StepBatch& batch, KvStorage& kv, float* logits) {
   batch.validate(kv.block_size(), kv.n_blocks());
+  if (batch.n_kv_groups != kv.layout().n_groups()) {
+    throw Error(Error::Kind::kInvalidArgument,
+                "StepBatch: block tables of " + std::to_string(batch.n_kv_groups) +
+                    " cache groups for a KV storage of " + std::to_string(kv.layout().n_groups()));
+  }
   const int32_t n_tokens = static_cast<int32_t>(batch.tokens.size());
   const int32_t n_logits = static_cast<int32_t>(batch.logits_rows.size());
   if (n_tokens == 0) return;

@@ -32,7 +32,7 @@ DraftModelProposer::DraftModelProposer(std::unique_ptr<model::ModelRunner> runne
   if (max_tokens_per_pass < 1) {
     throw Error(Error::Kind::kInvalidArgument, "draft proposer: max_tokens_per_pass must be >= 1");
   }
-  runner_->allocate_kv(block_size, n_blocks, kv_type);
+  runner_->allocate_kv(block_size, n_blocks, kv_type, runner_->config().single_kv_layout());
   runner_->reserve(max_tokens_per_pass, 1);
 }
 

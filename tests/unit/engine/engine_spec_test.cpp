@@ -125,8 +125,7 @@ class EngineSpecTest : public EngineTest {
   static std::vector<GenerationRequest> mixed_requests(std::mt19937& rng, int n_requests) {
     std::vector<GenerationRequest> rs;
     for (int i = 0; i < n_requests; ++i) {
-      auto prompt = i % 2 == 0 ? random_prompt(rng, 20 + 9 * i)
-                               : std::vector<int32_t>{};
+      auto prompt = i % 2 == 0 ? random_prompt(rng, 20 + 9 * i) : std::vector<int32_t>{};
       if (prompt.empty()) {
         std::vector<int32_t> unit = random_prompt(rng, 6);
         for (int r = 0; r < 8; ++r) prompt.insert(prompt.end(), unit.begin(), unit.end());
@@ -149,8 +148,8 @@ TEST_F(EngineSpecTest, GreedyOutputIsTheSameWithEveryProposer) {
     for (int32_t k : {1, 3, 8}) {
       EngineStats s;
       const std::vector<Collected> spec = run_all(spec_config(kind, k, 256), requests, &s);
-      const std::string what = "proposer " + std::to_string(static_cast<int>(kind)) + " k " +
-                               std::to_string(k);
+      const std::string what =
+          "proposer " + std::to_string(static_cast<int>(kind)) + " k " + std::to_string(k);
       expect_same_tokens(plain, spec, what.c_str());
       EXPECT_GT(s.spec_num_drafts, 0) << what;
       EXPECT_GT(s.spec_num_draft_tokens, 0) << what;
@@ -288,7 +287,8 @@ TEST_F(EngineSpecTest, SampledOutputFollowsTheTargetDistribution) {
   const std::vector<int32_t> prompt = {72, 101, 108, 108, 111, 32, 119};
   auto pool = std::make_shared<ThreadPool>(1);
   model::CpuRunner runner(*file_, pool);
-  runner.allocate_kv(16, 4, kv::KvCacheType::kF16);  // as the engine's default
+  runner.allocate_kv(16, 4, kv::KvCacheType::kF16,
+                     runner.config().single_kv_layout());  // as the engine's default
   const std::vector<kv::BlockId> table = {0, 1, 2, 3};
   auto row_after = [&](const std::vector<int32_t>& tokens) {
     kv::StepBatch b;

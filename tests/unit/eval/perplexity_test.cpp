@@ -1,6 +1,5 @@
 // Perplexity as llama.cpp's llama-perplexity computes it: windows, the scored half, BOS, the
 // batch split, and the arithmetic (a model whose logits are all equal has perplexity n_vocab).
-#include "eval/log_probs.h"
 #include "eval/perplexity.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +9,7 @@
 #include <numeric>
 #include <vector>
 
+#include "eval/log_probs.h"
 #include "gguf/gguf_file.h"
 #include "kv/step_batch.h"
 #include "model/cpu_runner.h"
@@ -49,8 +49,8 @@ TEST_F(Perplexity, EqualLogitsGiveTheVocabularySize) {
   o.ctx = 32;
   o.batch = 32;
   const PerplexityResult res = perplexity(*r, text_tokens(100), o);
-  EXPECT_EQ(res.n_windows, 3);       // 100 / 32, the rest dropped
-  EXPECT_EQ(res.n_scored, 3 * 15);   // positions 16..30 of each window
+  EXPECT_EQ(res.n_windows, 3);      // 100 / 32, the rest dropped
+  EXPECT_EQ(res.n_scored, 3 * 15);  // positions 16..30 of each window
   EXPECT_NEAR(res.ppl, r->n_vocab(), 1e-6 * r->n_vocab());
   EXPECT_NEAR(res.ppl_stderr, 0.0, 1e-9);
   ASSERT_EQ(res.ppl_after_window.size(), 3u);
@@ -60,7 +60,7 @@ TEST_F(Perplexity, EqualLogitsGiveTheVocabularySize) {
 // ctx/2 .. ctx-2 against the next token, BOS in front.
 double reference_ppl(model::ModelRunner& r, const std::vector<int32_t>& tokens, int32_t ctx,
                      int32_t bos) {
-  r.allocate_kv(16, (ctx + 15) / 16, kv::KvCacheType::kF16);
+  r.allocate_kv(16, (ctx + 15) / 16, kv::KvCacheType::kF16, r.config().single_kv_layout());
   std::vector<kv::BlockId> table((static_cast<size_t>(ctx) + 15) / 16);
   std::iota(table.begin(), table.end(), 0);
   double nll = 0.0;

@@ -5,6 +5,9 @@
 // computed positions read back exactly its tokens through its block table: a wrong prefix hit,
 // a missed copy-on-write, a block handed out twice or evicted while in use all show up as a
 // wrong token. At the end everything is freed and every block is free.
+// With cache groups (kv/kv_groups.h) every group's table is checked the same way over the
+// positions a next query can see, and a windowed group must have given back every block wholly
+// before its window.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,9 +34,12 @@ struct SimSequence {
 
 class Simulation {
  public:
-  Simulation(uint32_t seed, int32_t n_blocks, int32_t block_size, bool prefix_caching)
+  Simulation(uint32_t seed, int32_t n_blocks, int32_t block_size, bool prefix_caching,
+             std::vector<int64_t> windows)
       : rng_(seed),
-        kv_(n_blocks, block_size, prefix_caching),
+        windows_(windows.empty() ? std::vector<int64_t>{0} : std::move(windows)),
+        n_groups_(static_cast<int32_t>(windows_.size())),
+        kv_(n_blocks, block_size, prefix_caching, windows_),
         slots_(static_cast<size_t>(n_blocks) * block_size, kEmpty) {
     std::uniform_int_distribution<int32_t> tok(0, 50000);
     for (int p = 0; p < 4; ++p) {
@@ -99,7 +105,7 @@ class Simulation {
     const int32_t bs = kv_.block_size();
     ASSERT_EQ(cached % bs, 0);
     ASSERT_LT(cached, static_cast<int32_t>(seq.tokens.size()));
-    ASSERT_EQ(kv_.block_table(id).size(), static_cast<size_t>(cached / bs));
+    ASSERT_EQ(kv_.block_table(id).size(), static_cast<size_t>(cached / bs * n_groups_));
     seq.n_computed = cached;
     running_.emplace(id, std::move(seq));
   }
@@ -154,16 +160,23 @@ class Simulation {
       return;
     }
     const auto table = kv_.block_table(id);
-    ASSERT_GE(table.size(), static_cast<size_t>(kv_.blocks_for(end)));
+    ASSERT_GE(table.size(), static_cast<size_t>(kv_.blocks_for(end) * n_groups_));
     apply_copies(copies);
     // Every block the write range falls in must now be ours alone.
     const int32_t bs = kv_.block_size();
     for (int64_t b = seq.n_computed / bs; b < kv_.blocks_for(end); ++b) {
-      ASSERT_EQ(holders(table[b]), 1) << "write into shared block " << table[b];
+      for (int32_t g = 0; g < n_groups_; ++g) {
+        const BlockId block = table[static_cast<size_t>(b * n_groups_ + g)];
+        ASSERT_NE(block, kNoBlock) << "write into a given-back entry, group " << g;
+        ASSERT_EQ(holders(block), 1) << "write into shared block " << block;
+      }
     }
     for (size_t i = 0; i < written.size(); ++i) {
       const int64_t pos = seq.n_computed + static_cast<int64_t>(i);
-      slots_[static_cast<size_t>(table[pos / bs]) * bs + pos % bs] = written[i];
+      for (int32_t g = 0; g < n_groups_; ++g) {
+        const BlockId block = table[static_cast<size_t>(pos / bs * n_groups_ + g)];
+        slots_[static_cast<size_t>(block) * bs + pos % bs] = written[i];
+      }
     }
     if (seq.n_computed == n_known) {
       seq.tokens.insert(seq.tokens.end(), written.begin(), written.begin() + n_accepted);
@@ -220,16 +233,31 @@ class Simulation {
     const int32_t bs = kv_.block_size();
     for (const auto& [id, seq] : running_) {
       const auto table = kv_.block_table(id);
-      ASSERT_GE(static_cast<int64_t>(table.size()) * bs, seq.n_computed) << "sequence " << id;
-      for (int64_t pos = 0; pos < seq.n_computed; ++pos) {
-        const int32_t got = slots_[static_cast<size_t>(table[pos / bs]) * bs + pos % bs];
-        ASSERT_EQ(got, seq.tokens[static_cast<size_t>(pos)])
-            << "sequence " << id << " position " << pos << " block " << table[pos / bs];
+      ASSERT_GE(static_cast<int64_t>(table.size()) / n_groups_ * bs, seq.n_computed)
+          << "sequence " << id;
+      for (int32_t g = 0; g < n_groups_; ++g) {
+        const int64_t w = windows_[static_cast<size_t>(g)];
+        // What the next query (at position n_computed) can see.
+        const int64_t lo = w > 0 ? std::max<int64_t>(0, seq.n_computed - w + 1) : 0;
+        for (int64_t b = 0; b < lo / bs; ++b) {
+          ASSERT_EQ(table[static_cast<size_t>(b * n_groups_ + g)], kNoBlock)
+              << "sequence " << id << " group " << g << " still holds block index " << b
+              << " before its window at " << lo;
+        }
+        for (int64_t pos = lo; pos < seq.n_computed; ++pos) {
+          const BlockId block = table[static_cast<size_t>(pos / bs * n_groups_ + g)];
+          ASSERT_NE(block, kNoBlock) << "sequence " << id << " group " << g << " pos " << pos;
+          const int32_t got = slots_[static_cast<size_t>(block) * bs + pos % bs];
+          ASSERT_EQ(got, seq.tokens[static_cast<size_t>(pos)])
+              << "sequence " << id << " group " << g << " position " << pos << " block " << block;
+        }
       }
     }
   }
 
   std::mt19937 rng_;
+  std::vector<int64_t> windows_;  // per cache group; 0: full attention
+  int32_t n_groups_;
   KvCacheManager kv_;
   std::vector<int32_t> slots_;  // slots_[block * block_size + slot]: the token whose KV is there
   std::vector<std::vector<int32_t>> prefixes_;
@@ -246,14 +274,15 @@ struct PropertyCase {
   int32_t n_blocks;
   int32_t block_size;
   bool prefix_caching;
-  bool is_tight;  // the pool is small enough that allocations get refused
+  bool is_tight;                      // the pool is small enough that allocations get refused
+  std::vector<int64_t> windows = {};  // cache groups' windows (empty: one full group)
 };
 
 class KvCacheProperty : public testing::TestWithParam<PropertyCase> {};
 
 TEST_P(KvCacheProperty, RandomWorkloadKeepsInvariantsAndContents) {
   const PropertyCase& c = GetParam();
-  Simulation sim(c.seed, c.n_blocks, c.block_size, c.prefix_caching);
+  Simulation sim(c.seed, c.n_blocks, c.block_size, c.prefix_caching, c.windows);
   sim.run(5000);
   if (HasFatalFailure()) return;
   const KvCacheStats& stats = sim.kv().stats();
@@ -293,17 +322,27 @@ std::vector<PropertyCase> property_cases() {
   cases.push_back({7, 40, 1, true, true});  // one token per block: every write is a block boundary
   cases.push_back({8, 32, 4, false, true});
   cases.push_back({9, 16, 16, false, true});
+  // Cache groups: one full and two windowed (as Gemma 3's global and sliding layers), windows
+  // shorter than, equal to and longer than a block; all windowed; prefix caching on and off.
+  for (uint32_t seed : {10u, 11u}) {
+    cases.push_back({seed, 160, 4, true, true, {0, 9, 9}});
+    cases.push_back({seed, 240, 8, true, false, {0, 8, 8, 8}});
+  }
+  cases.push_back({12, 120, 4, true, true, {0, 3}});
+  cases.push_back({13, 24, 4, true, true, {5}});
+  cases.push_back({14, 120, 4, false, true, {0, 21}});
+  cases.push_back({15, 120, 1, true, true, {0, 2}});
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(Seeds, KvCacheProperty, testing::ValuesIn(property_cases()),
-                         [](const testing::TestParamInfo<PropertyCase>& param_info) {
-                           const PropertyCase& c = param_info.param;
-                           return "seed" + std::to_string(c.seed) + "_blocks" +
-                                  std::to_string(c.n_blocks) + "_bs" +
-                                  std::to_string(c.block_size) +
-                                  (c.prefix_caching ? "_cached" : "_uncached");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Seeds, KvCacheProperty, testing::ValuesIn(property_cases()),
+    [](const testing::TestParamInfo<PropertyCase>& param_info) {
+      const PropertyCase& c = param_info.param;
+      return "seed" + std::to_string(c.seed) + "_blocks" + std::to_string(c.n_blocks) + "_bs" +
+             std::to_string(c.block_size) + (c.prefix_caching ? "_cached" : "_uncached") +
+             (c.windows.empty() ? "" : "_groups" + std::to_string(c.windows.size()));
+    });
 
 }  // namespace
 }  // namespace llms::kv

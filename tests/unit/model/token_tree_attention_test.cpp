@@ -34,7 +34,7 @@ class TokenTreeAttention
     write_tiny_model(spec, path_);
     file_ = std::make_unique<gguf::GgufFile>(gguf::GgufFile::open(path_));
     runner_ = std::make_unique<CpuRunner>(*file_, std::make_shared<ThreadPool>(2));
-    runner_->allocate_kv(kBlock, 64, std::get<1>(GetParam()));
+    runner_->allocate_kv(kBlock, 64, std::get<1>(GetParam()), runner_->config().single_kv_layout());
   }
 
   // Rows of a plain run: `prefix` is computed first (in a step of its own), then `run` in one
@@ -134,12 +134,11 @@ TEST(TokenTreeBatch, ValidateRefusesParentsThatDoNotPrecede) {
   EXPECT_THROW(b.validate(kBlock, 8), Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, TokenTreeAttention,
-                         ::testing::Combine(::testing::Values("qwen2", "gemma3"),
-                                            ::testing::Values(kv::KvCacheType::kF32,
-                                                              kv::KvCacheType::kF16,
-                                                              kv::KvCacheType::kInt8,
-                                                              kv::KvCacheType::kFp8)));
+INSTANTIATE_TEST_SUITE_P(
+    Architectures, TokenTreeAttention,
+    ::testing::Combine(::testing::Values("qwen2", "gemma3"),
+                       ::testing::Values(kv::KvCacheType::kF32, kv::KvCacheType::kF16,
+                                         kv::KvCacheType::kInt8, kv::KvCacheType::kFp8)));
 
 }  // namespace
 }  // namespace llms::model

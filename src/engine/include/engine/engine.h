@@ -52,6 +52,11 @@ struct EngineConfig {
   int64_t kv_cache_memory = 0;
   double kv_memory_fraction = 0.25;
   bool enable_prefix_caching = true;
+  // Sliding-window layers (Gemma 3) in cache groups of their own that give back the blocks that
+  // fall out of their window, so a long sequence costs its window there, not its context
+  // (kv/kv_groups.h). false: every layer keeps the whole context (vLLM's
+  // --disable-hybrid-kv-cache-manager).
+  bool hybrid_kv_cache = true;
   // KV element type (f32, f16, int8 or fp8): f16, like llama.cpp's default cache, halves what
   // attention reads per step against f32, and the 8-bit types halve it again.
   kv::KvCacheType kv_cache_dtype = kv::KvCacheType::kF16;
@@ -92,8 +97,11 @@ struct EngineStats {
 };
 
 struct KvPoolInfo {
-  int32_t n_blocks = 0;
+  int32_t n_blocks = 0;  // pages of block_size tokens of one cache group's layers
   int32_t block_size = 0;
+  int32_t n_groups = 1;         // cache groups (kv/kv_groups.h)
+  int32_t n_window_groups = 0;  // of them, sliding-window groups that give blocks back
+  int64_t sliding_window = 0;   // their window in tokens
   int64_t bytes = 0;
   int64_t max_model_len = 0;
   int64_t max_seqs_at_model_len = 0;

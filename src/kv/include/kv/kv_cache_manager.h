@@ -23,6 +23,16 @@
 //
 // Rollback: truncate() gives back the blocks a sequence no longer covers (speculative tokens
 // that verification rejected) and drops the keys of the blocks it will rewrite.
+//
+// Cache groups (kv/kv_groups.h): the manager keeps one block table per group, interleaved
+// (block index b of group g is table[b * n_groups() + g]), all drawing on the one pool. A group
+// with a window W gives a block back as soon as no later query can see it: once n tokens are
+// committed, the next query is at position n and sees positions from n - W + 1 on, so every
+// block wholly before that is released (its entry becomes kNoBlock; a keyed block stays
+// findable in the free list like any other). Prefix caching with windows: a hit of k blocks
+// needs blocks [0, k) of every full group and, of every windowed group, the blocks that hold
+// the window before position k * block_size; the longest k for which all of them are cached is
+// taken (every group's copy of a block is keyed apart, since each holds other layers).
 #pragma once
 
 #include <cstdint>
@@ -47,7 +57,10 @@ struct KvCacheStats {
 
 class KvCacheManager {
  public:
-  KvCacheManager(int32_t n_blocks, int32_t block_size, bool enable_prefix_caching);
+  // group_windows: one entry per cache group, 0 for full attention or the group's sliding
+  // window in tokens (kv::KvGroupLayout::windows()); the default is one full group.
+  KvCacheManager(int32_t n_blocks, int32_t block_size, bool enable_prefix_caching,
+                 std::span<const int64_t> group_windows = {});
   ~KvCacheManager();
   KvCacheManager(const KvCacheManager&) = delete;
   KvCacheManager& operator=(const KvCacheManager&) = delete;
@@ -56,8 +69,13 @@ class KvCacheManager {
   int32_t n_blocks() const;
   // Blocks that allocate() can hand out now (ref count 0, cached or not).
   int32_t n_free_blocks() const;
-  // Blocks needed to hold n_tokens positions.
+  int32_t n_groups() const;
+  // Block indices (entries per group's table) needed to hold n_tokens positions.
   int32_t blocks_for(int64_t n_tokens) const;
+  // Pool blocks one sequence of n_tokens holds at most, across its groups, when each step
+  // computes at most max_step_tokens of its tokens (a windowed group then holds its window plus
+  // one step). Without windows: n_groups() * blocks_for(n_tokens).
+  int32_t blocks_for_sequence(int64_t n_tokens, int64_t max_step_tokens) const;
 
   // Registers a new sequence (seq_id must be unused) and takes references on the longest run
   // of cached full blocks that matches the start of `tokens`. At most tokens.size() - 1 tokens
@@ -82,7 +100,8 @@ class KvCacheManager {
   // blocks past blocks_for(n_tokens) are released (a keyed one keeps its key: its slots hold
   // exactly the tokens the key names) and the kept blocks from index n_tokens / block_size on,
   // whose slots will be rewritten, leave the hash chain; one of them that this sequence alone
-  // holds also loses its registered key. n_tokens beyond the table's positions is refused.
+  // holds also loses its registered key. n_tokens beyond the table's positions is refused, and so
+  // is a rollback that would need blocks a windowed group has already given back.
   void truncate(int64_t seq_id, int64_t n_tokens);
 
   // New sequence `child` sharing all of `parent`'s blocks (ref counts + 1) and its hash chain.
@@ -93,7 +112,11 @@ class KvCacheManager {
   void free(int64_t seq_id);
 
   bool has_sequence(int64_t seq_id) const;
+  // The interleaved tables of every group: entry b * n_groups() + g (kNoBlock where a windowed
+  // group gave the block back).
   std::span<const BlockId> block_table(int64_t seq_id) const;
+  // Blocks the sequence holds now (entries other than kNoBlock).
+  int32_t n_blocks_held(int64_t seq_id) const;
   // Fraction of blocks referenced by some table (0..1), as vLLM's kv_cache_usage_perc.
   double usage() const;
   const KvCacheStats& stats() const;

@@ -17,6 +17,10 @@
 // the region's last nodes (earlier ones are in the cache from earlier steps: a draft model grows
 // its tree one level per step). Without a tree a slice is a plain run of positions.
 //
+// Cache groups (kv/kv_groups.h): with n_kv_groups > 1 a block table interleaves the groups'
+// tables, entry b * n_kv_groups + g for block index b of group g, and a windowed group's entries
+// before its window may be -1 (given back; attention never reads them).
+//
 // Invariants (checked by validate()): slices are disjoint, cover `tokens` in order, each has
 // n_query >= 1 and n_context >= n_query, its block table covers n_context positions, and
 // positions[i] of a slice are n_context - n_query .. n_context - 1 (with a tree: the region's
@@ -30,6 +34,8 @@
 namespace llms::kv {
 
 using BlockId = int32_t;
+// A block-table entry a windowed cache group has given back (the block fell out of its window).
+inline constexpr BlockId kNoBlock = -1;
 
 struct SequenceSlice {
   int64_t seq_id = 0;       // the engine's id; opaque here
@@ -37,6 +43,7 @@ struct SequenceSlice {
   int32_t n_query = 0;      // tokens of this sequence in this step
   int32_t n_context = 0;    // tokens in the cache after this step (earlier ones + n_query)
   std::span<const BlockId> block_table;   // owned by the caller; valid during the step
+                                          // (n_kv_groups entries per block index)
   std::span<const int32_t> tree_parents;  // empty: no tree; owned by the caller like block_table
 
   int32_t tree_base() const { return n_context - static_cast<int32_t>(tree_parents.size()); }
@@ -62,6 +69,7 @@ struct StepBatch {
   std::vector<int32_t> positions;
   std::vector<SequenceSlice> sequences;
   std::vector<int32_t> logits_rows;  // indices into tokens, ascending
+  int32_t n_kv_groups = 1;           // tables interleaved per cache group; clear() keeps it
 
   void clear() {
     tokens.clear();

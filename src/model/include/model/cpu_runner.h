@@ -21,8 +21,10 @@ class CpuRunner final : public ModelRunner {
 
   const ModelConfig& config() const override { return model_.config(); }
   int32_t n_vocab() const override { return model_.n_vocab(); }
-  size_t kv_bytes_per_block(int32_t block_size, kv::KvCacheType type) const override;
-  void allocate_kv(int32_t block_size, int32_t n_blocks, kv::KvCacheType type) override;
+  size_t kv_bytes_per_block(int32_t block_size, kv::KvCacheType type,
+                            const kv::KvGroupLayout& layout) const override;
+  void allocate_kv(int32_t block_size, int32_t n_blocks, kv::KvCacheType type,
+                   const kv::KvGroupLayout& layout) override;
   size_t kv_bytes() const override;
   void reserve(int32_t max_tokens, int32_t max_logit_rows) override;
   void limit_output_rows(int32_t n) override { model_.limit_output_rows(n); }

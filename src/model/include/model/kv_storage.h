@@ -14,6 +14,11 @@
 // reserved once, up front, on huge pages (util/huge_page_buffer.h: attention streams one head
 // block after another from scattered blocks) and touched on first use.
 //
+// Cache groups (kv/kv_groups.h): a block is a page of the layout's members() member slots, and
+// a layer reads and writes its member slot of the pages its group's table names, so per member
+// (not per layer) values are [kv_head][block][slot][dim] and keys [kv_head][block][dim][slot].
+// Without windows there is one group of every layer and a member is a layer.
+//
 // Contract: key<T>()/value<T>() only with the store's element type, T = float (f32), uint16_t
 // (f16, IEEE half bits), int8_t (int8) or uint8_t (fp8 E4M3 bits); key_scales()/value_scales()
 // only for int8 and fp8 stores. Anything else throws llms::Error(kInvalidArgument): a type
@@ -26,6 +31,7 @@
 #include <vector>
 
 #include "kv/kv_budget.h"
+#include "kv/kv_groups.h"
 #include "kv/step_batch.h"
 #include "model/key_smoothing.h"
 #include "model/model_config.h"
@@ -35,27 +41,33 @@ namespace llms::model {
 
 class KvStorage {
  public:
+  // Without a layout, one group of every layer (kv::KvGroupLayout::single).
   KvStorage(const ModelConfig& config, int32_t block_size, int32_t n_blocks,
             kv::KvCacheType type = kv::KvCacheType::kF32);
+  KvStorage(const ModelConfig& config, int32_t block_size, int32_t n_blocks, kv::KvCacheType type,
+            kv::KvGroupLayout layout);
 
   int32_t block_size() const { return block_size_; }
   int32_t n_blocks() const { return n_blocks_; }
   kv::KvCacheType type() const { return type_; }
   uint64_t head_dim_k() const { return head_dim_k_; }
   uint64_t head_dim_v() const { return head_dim_v_; }
+  const kv::KvGroupLayout& layout() const { return layout_; }
   bool quantized() const { return scale_bytes_ != 0; }
   size_t bytes() const {
     return (n_key_elements_ + n_value_elements_) * element_bytes_ + scales_.size();
   }
 
-  // Copies every layer's keys and values of block `src` into block `dst` (copy-on-write).
+  // Copies every member's keys and values of block `src` into block `dst` (copy-on-write).
   void copy_block(int32_t src, int32_t dst);
-  // Copies every layer's key and value of one token (a tree's kept branch moving into place).
+  // Copies every member's key and value of one token (a tree's kept branch moving into place).
   void copy_slot(const kv::SlotCopy& c);
 
-  // Bytes one block takes across all layers.
+  // Bytes one block (page) takes across its member slots (all layers without a layout).
   static size_t bytes_per_block(const ModelConfig& config, int32_t block_size,
                                 kv::KvCacheType type = kv::KvCacheType::kF32);
+  static size_t bytes_per_block(const ModelConfig& config, int32_t block_size, kv::KvCacheType type,
+                                const kv::KvGroupLayout& layout);
 
   // Start of one head's block of keys (head_dim rows of block_size slots) or values (block_size
   // rows of head_dim elements), as T = float (f32), uint16_t (f16, IEEE half bits), int8_t
@@ -118,11 +130,17 @@ class KvStorage {
   void check_type(kv::KvCacheType want) const {
     if (want != type_) throw_type_mismatch(want);
   }
-  // One head's block in a store of `dim` units of `unit_bytes` per slot.
+  // One head's block of a layer in a store of `dim` units of `unit_bytes` per slot.
   void* at(const HugePageBuffer& store, size_t unit_bytes, size_t layer, int32_t block,
            uint64_t kv_head, uint64_t dim) const {
+    return at_member(store, unit_bytes,
+                     static_cast<size_t>(layout_.member_of(static_cast<int32_t>(layer))), block,
+                     kv_head, dim);
+  }
+  void* at_member(const HugePageBuffer& store, size_t unit_bytes, size_t member, int32_t block,
+                  uint64_t kv_head, uint64_t dim) const {
     const size_t element =
-        (layer_start_[layer] * dim) +
+        (member_start_[member] * dim) +
         ((kv_head * static_cast<size_t>(n_blocks_) + static_cast<size_t>(block)) *
          static_cast<size_t>(block_size_)) *
             dim;
@@ -138,9 +156,11 @@ class KvStorage {
   size_t scale_bytes_;  // per key or value vector; 0 for f32 and f16
   uint64_t head_dim_k_;
   uint64_t head_dim_v_;
-  std::vector<uint64_t> n_kv_heads_;
-  std::vector<size_t> layer_start_;  // in units of (slot x head) rows
-  std::vector<size_t> head_start_;   // index of each layer's first KV head
+  kv::KvGroupLayout layout_;
+  std::vector<uint64_t> n_kv_heads_;    // per layer
+  std::vector<uint64_t> member_heads_;  // per member slot: the most KV heads of its layers
+  std::vector<size_t> member_start_;    // in units of (slot x head) rows
+  std::vector<size_t> head_start_;      // index of each layer's first KV head
   std::vector<float> key_smoothing_;
   KeyStatistics* key_recorder_ = nullptr;
   // Zero pages handed out lazily by the kernel: a large pool costs no time or resident memory

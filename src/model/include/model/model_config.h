@@ -15,6 +15,7 @@
 #include "gguf/gguf_file.h"
 #include "gguf/hf_model_dir.h"
 #include "kv/kv_budget.h"
+#include "kv/kv_groups.h"
 
 namespace llms::model {
 
@@ -64,6 +65,10 @@ struct ModelConfig {
 
   // The KV-cache shape of this model (per layer heads, widths and windows).
   kv::KvShape kv_shape() const;
+  // Its layers grouped by sliding window (kv/kv_groups.h), so windowed layers give blocks back.
+  kv::KvGroupLayout windowed_kv_layout() const;
+  // Every layer in one group: blocks are held for the whole context (no window frees any).
+  kv::KvGroupLayout single_kv_layout() const;
   uint64_t max_kv_heads() const;
 };
 

@@ -45,10 +45,15 @@ class ModelRunner {
   virtual const ModelConfig& config() const = 0;
   // Rows of a logits row (the model's output width; at least the tokenizer's vocabulary).
   virtual int32_t n_vocab() const = 0;
-  // What one KV block of block_size tokens costs in this runner's storage.
-  virtual size_t kv_bytes_per_block(int32_t block_size, kv::KvCacheType type) const = 0;
-  // Creates the KV storage: n_blocks blocks of block_size tokens. Called once, before execute().
-  virtual void allocate_kv(int32_t block_size, int32_t n_blocks, kv::KvCacheType type) = 0;
+  // What one KV block of block_size tokens costs in this runner's storage, when layers share
+  // blocks as `layout` says (kv/kv_groups.h; ModelConfig::windowed_kv_layout() or
+  // single_kv_layout()).
+  virtual size_t kv_bytes_per_block(int32_t block_size, kv::KvCacheType type,
+                                    const kv::KvGroupLayout& layout) const = 0;
+  // Creates the KV storage: n_blocks blocks of block_size tokens, shared by cache groups as
+  // `layout` says (the batches' n_kv_groups must match). Called once, before execute().
+  virtual void allocate_kv(int32_t block_size, int32_t n_blocks, kv::KvCacheType type,
+                           const kv::KvGroupLayout& layout) = 0;
   virtual size_t kv_bytes() const = 0;
   // Sizes the step buffers for up to max_tokens tokens and max_logit_rows logits rows (execute()
   // grows them when a step needs more; this only moves the allocation to start-up).
