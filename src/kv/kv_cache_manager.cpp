@@ -51,8 +51,8 @@ struct KvCacheManager::Impl {
     std::vector<int64_t> first_held;  // per group: entries before it are kNoBlock
     uint64_t extra_key = 0;
 
-    int64_t n_indices(int32_t n_groups) const {
-      return static_cast<int64_t>(table.size()) / n_groups;
+    int64_t n_indices(int32_t groups) const {
+      return static_cast<int64_t>(table.size()) / groups;
     }
   };
 
