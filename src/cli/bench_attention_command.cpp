@@ -174,7 +174,8 @@ int bench_attention(const BenchAttentionOptions& opts) {
   auto step = [&](Run& r) {
     const auto t0 = Clock::now();
     for (size_t layer = 0; layer < c.n_layers; ++layer) {
-      r.attention.run(c, layer, batch, *r.kv, q.data(), k.data(), v.data(), out.data(), pool);
+      r.attention.run(c, layer, batch, *r.kv, q.data(), nullptr, k.data(), v.data(), out.data(),
+                      pool);
     }
     return std::chrono::duration<double>(Clock::now() - t0).count();
   };

@@ -27,6 +27,10 @@ engine::EngineConfig EngineOptions::to_config() const {
   c.kv_memory_fraction = kv_memory_fraction;
   c.enable_prefix_caching = enable_prefix_caching;
   c.hybrid_kv_cache = !disable_hybrid_kv_cache_manager;
+  c.streaming_window = streaming_window;
+  c.attention_sinks = attention_sinks;
+  c.h2o_budget = h2o_budget;
+  c.h2o_recent = h2o_recent;
   c.n_threads = threads;
   c.scheduler.max_num_seqs = max_num_seqs;
   c.scheduler.max_num_batched_tokens = max_num_batched_tokens;
@@ -80,10 +84,33 @@ void add_engine_options(CLI::App& cmd, EngineOptions& o) {
   cmd.add_flag("--disable-hybrid-kv-cache-manager", o.disable_hybrid_kv_cache_manager,
                "Keep every layer's KV for the whole context (by default sliding-window layers "
                "give back the blocks that fall out of their window)");
+  add_streaming_options(cmd, o.streaming_window, o.attention_sinks);
+  add_h2o_options(cmd, o.h2o_budget, o.h2o_recent);
   cmd.add_option("--scheduling-policy", o.scheduling_policy, "fcfs or priority")
       ->capture_default_str();
   add_threads_option(cmd, o.threads);
   add_speculative_options(cmd, o.speculative);
+}
+
+void add_streaming_options(CLI::App& cmd, int64_t& window, int64_t& sinks) {
+  cmd.add_option("--streaming-window", window,
+                 "StreamingLLM: full-attention layers attend to the last N tokens (and the "
+                 "sinks), so a stream may run past the model's context (off: 0)")
+      ->capture_default_str();
+  cmd.add_option("--attention-sinks", sinks,
+                 "StreamingLLM: first tokens every query keeps attending to (with "
+                 "--streaming-window; the paper uses 4)")
+      ->capture_default_str();
+}
+
+void add_h2o_options(CLI::App& cmd, int64_t& budget, int64_t& recent) {
+  cmd.add_option("--h2o-budget", budget,
+                 "H2O-style eviction: each sequence holds at most N tokens' KV blocks: its recent "
+                 "ones and those that drew the most attention (off: 0)")
+      ->capture_default_str();
+  cmd.add_option("--h2o-recent", recent,
+                 "H2O-style eviction: the last N tokens, never evicted (with --h2o-budget)")
+      ->capture_default_str();
 }
 
 void add_threads_option(CLI::App& cmd, int& threads) {
@@ -94,11 +121,13 @@ void add_threads_option(CLI::App& cmd, int& threads) {
 void print_kv_pool(const engine::Engine& engine, std::FILE* out) {
   const engine::KvPoolInfo& p = engine.kv_pool();
   if (p.n_window_groups > 0) {
+    const std::string sinks =
+        p.attention_sinks > 0 ? fmt::format(" and the first {}", p.attention_sinks) : "";
     fmt::print(out,
-               "KV cache: {} blocks x {} tokens in {} cache groups ({} of them sliding-window "
-               "layers that keep {} tokens) ({}); up to {} sequences at the full context ({} "
+               "KV cache: {} blocks x {} tokens in {} cache groups ({} of them windowed layers "
+               "that keep the last {} tokens{}) ({}); up to {} sequences at the full context ({} "
                "tokens), {} at 2k tokens\n",
-               p.n_blocks, p.block_size, p.n_groups, p.n_window_groups, p.sliding_window,
+               p.n_blocks, p.block_size, p.n_groups, p.n_window_groups, p.sliding_window, sinks,
                format_bytes(static_cast<uint64_t>(p.bytes)), p.max_seqs_at_model_len,
                p.max_model_len, p.max_seqs_at_2k);
     return;

@@ -22,6 +22,10 @@ struct EngineOptions {
   int32_t long_prefill_token_threshold = 0;
   bool enable_prefix_caching = true;
   bool disable_hybrid_kv_cache_manager = false;
+  int64_t streaming_window = 0;
+  int64_t attention_sinks = 0;
+  int64_t h2o_budget = 0;
+  int64_t h2o_recent = 0;
   std::string scheduling_policy = "fcfs";
   int threads = 0;
   SpeculativeOptions speculative;
@@ -43,6 +47,10 @@ kv::KvCacheType parse_kv_cache_dtype(const std::string& name);
 // system refuses threads long before a mistyped 100000).
 inline constexpr int kMaxThreads = 1024;
 void add_threads_option(CLI::App& cmd, int& threads);
+// --streaming-window and --attention-sinks (StreamingLLM; engine::EngineConfig).
+void add_streaming_options(CLI::App& cmd, int64_t& window, int64_t& sinks);
+// --h2o-budget and --h2o-recent (H2O-style eviction; engine::EngineConfig).
+void add_h2o_options(CLI::App& cmd, int64_t& budget, int64_t& recent);
 
 // "KV cache: N blocks x 16 tokens = T tokens (B); up to S sequences at L tokens, S2 at 2k".
 void print_kv_pool(const engine::Engine& engine, std::FILE* out);

@@ -12,17 +12,17 @@
 
 #include <chrono>
 #include <cstdio>
-#include <memory>
-#include <optional>
-#include <nlohmann/json.hpp>
 #include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine_options.h"
 #include "eval/kl_divergence.h"
-#include "eval/logits_file.h"
 #include "eval/log_probs.h"
+#include "eval/logits_file.h"
 #include "eval/perplexity.h"
 #include "gguf/gguf_file.h"
 #include "model/cpu_runner.h"
@@ -46,12 +46,17 @@ struct PerplexityCommandOptions {
   int32_t ctx = 512;
   int32_t batch = 0;  // 0: ctx
   int threads = 0;
+  int64_t streaming_window = 0;
+  int64_t attention_sinks = 0;
+  int64_t h2o_budget = 0;
+  int64_t h2o_recent = 0;
   bool as_json = false;
 };
 
 std::string read_text(const std::string& path) {
   std::string text = read_text_file(path, "-f");
-  if (text.empty()) throw Error(Error::Kind::kInvalidArgument, fmt::format("-f: '{}' is empty", path));
+  if (text.empty())
+    throw Error(Error::Kind::kInvalidArgument, fmt::format("-f: '{}' is empty", path));
   const size_t bad = find_invalid_utf8(text);
   if (bad != std::string::npos) {
     throw Error(Error::Kind::kInvalidArgument,
@@ -70,6 +75,7 @@ int run_perplexity(const PerplexityCommandOptions& o) {
   options.ctx = o.ctx;
   options.batch = o.batch > 0 ? o.batch : o.ctx;
   options.kv_type = parse_kv_cache_dtype(o.kv_type);
+  options.h2o = kv::HeavyHitterBudget{o.h2o_budget, o.h2o_recent};
   // As llama.cpp: the whole text is tokenized with the model's special tokens (a BOS where the
   // model adds one), and each window starts with BOS when the model adds one.
   const std::vector<int32_t> tokens = tok.encode(text);
@@ -78,6 +84,9 @@ int run_perplexity(const PerplexityCommandOptions& o) {
 
   const int threads = o.threads > 0 ? o.threads : physical_core_count();
   model::CpuRunner runner(file, std::make_shared<ThreadPool>(threads));
+  if (o.streaming_window != 0 || o.attention_sinks != 0) {
+    runner.set_streaming_attention(o.streaming_window, o.attention_sinks);
+  }
   const uint64_t n_ctx_train = runner.config().n_ctx_train;
   if (n_ctx_train > 0 && static_cast<uint64_t>(options.ctx) > n_ctx_train) {
     throw Error(Error::Kind::kInvalidArgument,
@@ -117,9 +126,11 @@ int run_perplexity(const PerplexityCommandOptions& o) {
   std::fprintf(stderr, "[perplexity] %s: %zu tokens, %d windows of %d, %d threads\n",
                path.filename().string().c_str(), tokens.size(), n_windows, options.ctx, threads);
   const auto t0 = std::chrono::steady_clock::now();
-  const eval::PerplexityResult r =
-      eval::perplexity(runner, tokens, options, [&](const eval::PerplexityProgress& p) {
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const eval::PerplexityResult r = eval::perplexity(
+      runner, tokens, options,
+      [&](const eval::PerplexityProgress& p) {
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::fprintf(stderr, "\r[perplexity] window %d/%d  ppl %.4f  %.1f s, ~%.0f s left   ",
                      p.windows_done, p.windows_total, p.ppl_so_far, s,
                      s / p.windows_done * (p.windows_total - p.windows_done));
@@ -138,6 +149,10 @@ int run_perplexity(const PerplexityCommandOptions& o) {
     j["ctx"] = options.ctx;
     j["batch"] = options.batch;
     j["kv_cache_dtype"] = o.kv_type;
+    j["streaming_window"] = o.streaming_window;
+    j["attention_sinks"] = o.attention_sinks;
+    j["h2o_budget"] = o.h2o_budget;
+    j["h2o_recent"] = o.h2o_recent;
     j["n_tokens"] = r.n_tokens;
     j["n_windows"] = r.n_windows;
     j["n_scored"] = r.n_scored;
@@ -150,22 +165,22 @@ int run_perplexity(const PerplexityCommandOptions& o) {
     j["threads"] = threads;
     if (saved) j["saved_logits"] = o.save_logits;
     if (base) {
-      j["kl_divergence"] = {{"base", o.kl_base},        {"rows", kld.n_rows},
-                            {"mean", kld.mean},         {"median", kld.median},
-                            {"p99", kld.p99},           {"max", kld.max},
+      j["kl_divergence"] = {{"base", o.kl_base},       {"rows", kld.n_rows}, {"mean", kld.mean},
+                            {"median", kld.median},    {"p99", kld.p99},     {"max", kld.max},
                             {"same_top", kld.same_top}};
     }
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("Final estimate: PPL = %.4f +/- %.5f (%lld tokens scored in %d windows of %d; "
-                "%.1f s)\n",
-                r.ppl, r.ppl_stderr, static_cast<long long>(r.n_scored), r.n_windows, options.ctx,
-                seconds);
+    std::printf(
+        "Final estimate: PPL = %.4f +/- %.5f (%lld tokens scored in %d windows of %d; "
+        "%.1f s)\n",
+        r.ppl, r.ppl_stderr, static_cast<long long>(r.n_scored), r.n_windows, options.ctx, seconds);
     if (base) {
-      std::printf("KL-divergence against %s: mean %.6f, median %.6f, p99 %.6f, max %.6f; same top "
-                  "token %.2f %% of %lld rows\n",
-                  o.kl_base.c_str(), kld.mean, kld.median, kld.p99, kld.max, 100.0 * kld.same_top,
-                  static_cast<long long>(kld.n_rows));
+      std::printf(
+          "KL-divergence against %s: mean %.6f, median %.6f, p99 %.6f, max %.6f; same top "
+          "token %.2f %% of %lld rows\n",
+          o.kl_base.c_str(), kld.mean, kld.median, kld.p99, kld.max, 100.0 * kld.same_top,
+          static_cast<long long>(kld.n_rows));
     }
   }
   return 0;
@@ -178,21 +193,26 @@ void add_perplexity_command(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "perplexity",
       "Perplexity of a model over a text file, in windows scored as llama.cpp's llama-perplexity");
-  cmd->add_option("-m,--model", opts->model, "GGUF file or registered model")->capture_default_str();
+  cmd->add_option("-m,--model", opts->model, "GGUF file or registered model")
+      ->capture_default_str();
   cmd->add_option("-f,--file", opts->text_file, "UTF-8 text file")->required();
   cmd->add_option("--ctx", opts->ctx, "Tokens per window (the second half of each is scored)")
       ->capture_default_str();
   cmd->add_option("--batch", opts->batch,
                   "Tokens per forward pass (default: --ctx; a multiple of --ctx runs several "
                   "windows per pass)");
-  cmd->add_option("--save-logits", opts->save_logits,
-                  "Keep the scored rows' log-probabilities in FILE (f16; about 2 bytes x vocabulary "
-                  "x scored tokens) for a later --kl-divergence-base");
-  cmd->add_option("--kl-divergence-base", opts->kl_base,
-                  "Compare with a --save-logits FILE of the same text and window: KL-divergence and "
-                  "top-token agreement per token");
+  cmd->add_option(
+      "--save-logits", opts->save_logits,
+      "Keep the scored rows' log-probabilities in FILE (f16; about 2 bytes x vocabulary "
+      "x scored tokens) for a later --kl-divergence-base");
+  cmd->add_option(
+      "--kl-divergence-base", opts->kl_base,
+      "Compare with a --save-logits FILE of the same text and window: KL-divergence and "
+      "top-token agreement per token");
   add_kv_cache_dtype_option(*cmd, opts->kv_type);
   add_threads_option(*cmd, opts->threads);
+  add_streaming_options(*cmd, opts->streaming_window, opts->attention_sinks);
+  add_h2o_options(*cmd, opts->h2o_budget, opts->h2o_recent);
   cmd->add_flag("--json", opts->as_json, "Print the result as JSON");
   cmd->add_option("--cache-dir", opts->cache_dir, "Cache root for registered models");
   cmd->callback([opts, &exit_code] { exit_code = run_perplexity(*opts); });

@@ -81,10 +81,36 @@ Engine::Impl::Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& token
   if (sc.max_model_len < 0) {
     throw Error(Error::Kind::kInvalidArgument, "max_model_len must be >= 0 (0: the model's)");
   }
-  if (sc.max_model_len > train_ctx) {
+  if (config.streaming_window != 0 || config.attention_sinks != 0) {
+    runner->set_streaming_attention(config.streaming_window, config.attention_sinks);
+  }
+  const bool streaming = config.streaming_window > 0;
+  h2o = kv::HeavyHitterBudget{config.h2o_budget, config.h2o_recent};
+  h2o.validate(config.block_size);
+  if (h2o.enabled()) {
+    if (streaming || !config.hybrid_kv_cache || model_config.windowed_kv_layout().has_window()) {
+      throw Error(Error::Kind::kInvalidArgument,
+                  "h2o_budget: heavy-hitter eviction needs a model without sliding-window layers, "
+                  "no streaming_window and the hybrid KV cache");
+    }
+    runner->track_attention_mass(true);
+  }
+  if (streaming && config.speculative.method == spec::Method::kDraft) {
+    // The draft model's own pool holds whole contexts and its positions stop at its context.
     throw Error(Error::Kind::kInvalidArgument,
-                fmt::format("max_model_len {} exceeds the model's context length {}",
+                "streaming_window: a draft model cannot follow a stream (use prompt-lookup "
+                "speculation, or none)");
+  }
+  if (!streaming && sc.max_model_len > train_ctx) {
+    throw Error(Error::Kind::kInvalidArgument,
+                fmt::format("max_model_len {} exceeds the model's context length {} (only a "
+                            "streaming_window lets a sequence run past it)",
                             sc.max_model_len, train_ctx));
+  }
+  if (streaming && sc.max_model_len > kMaxStreamingModelLen) {
+    throw Error(Error::Kind::kInvalidArgument,
+                fmt::format("max_model_len {} exceeds {} (the most a streaming sequence may hold)",
+                            sc.max_model_len, kMaxStreamingModelLen));
   }
   if (sc.max_model_len == 0) sc.max_model_len = train_ctx;
   if (sc.max_num_seqs < 1 || sc.max_num_seqs > kMaxNumSeqs) {
@@ -101,8 +127,9 @@ Engine::Impl::Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& token
       config.hybrid_kv_cache ? model_config.windowed_kv_layout() : model_config.single_kv_layout();
   const int32_t n_blocks = pool_blocks(config);
   runner->allocate_kv(config.block_size, n_blocks, config.kv_cache_dtype, kv_layout);
-  kv_cache = std::make_unique<kv::KvCacheManager>(
-      n_blocks, config.block_size, config.enable_prefix_caching, kv_layout.windows());
+  kv_cache = std::make_unique<kv::KvCacheManager>(n_blocks, config.block_size,
+                                                  config.enable_prefix_caching, kv_layout.windows(),
+                                                  kv_layout.sinks());
   batch.n_kv_groups = kv_layout.n_groups();
   scheduler = std::make_unique<sched::Scheduler>(sc, *kv_cache);
   try {
@@ -125,6 +152,9 @@ Engine::Impl::Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& token
   for (int64_t w : kv_layout.windows()) {
     if (w > 0) ++pool_info.n_window_groups;
     pool_info.sliding_window = std::max(pool_info.sliding_window, w);
+  }
+  for (int64_t s : kv_layout.sinks()) {
+    pool_info.attention_sinks = std::max(pool_info.attention_sinks, s);
   }
   pool_info.bytes = static_cast<int64_t>(runner->kv_bytes());
   pool_info.max_model_len = sc.max_model_len;
@@ -157,8 +187,8 @@ int32_t Engine::Impl::pool_blocks(const EngineConfig& cfg) const {
         static_cast<double>(available > 0 ? available : int64_t{4} << 30) * cfg.kv_memory_fraction);
     // No point holding more than max_num_seqs full-length sequences.
     const int64_t blocks_per_seq =
-        kv::blocks_for_sequence(kv_layout.windows(), cfg.block_size, cfg.scheduler.max_model_len,
-                                cfg.scheduler.max_num_batched_tokens);
+        kv::blocks_for_sequence(kv_layout.windows(), kv_layout.sinks(), cfg.block_size,
+                                cfg.scheduler.max_model_len, cfg.scheduler.max_num_batched_tokens);
     budget = std::min(budget, blocks_per_seq * cfg.scheduler.max_num_seqs * per_block);
   }
   const int64_t n = budget / per_block;
@@ -207,6 +237,7 @@ void Engine::Impl::finish_sample(Request& request, Sample& sample, FinishReason 
   }
   if (proposer) proposer->remove(sample.seq_id);
   if (draft_policy) draft_policy->remove(sample.seq_id);
+  h2o_scores.erase(sample.seq_id);
   seqs.erase(sample.seq_id);
   ++request.n_finished;
   const double now = now_seconds();
@@ -473,6 +504,7 @@ bool Engine::Impl::step() {
   model::LogitsView logits;
   try {
     logits = execute(batch);
+    if (h2o.enabled()) add_attention_mass(plan);
   } catch (const std::exception&) {
     logits = execute_isolating(plan, failed);
   }
@@ -516,10 +548,40 @@ bool Engine::Impl::step() {
     }
     if (request.n_finished == request.params.n) requests.erase(request.id);
   }
+  if (h2o.enabled()) evict_heavy_hitters(plan);
   if (proposer) propose_drafts();
   if (draft_proposer) runner->rest();
   if (config.check_invariants) kv_cache->check_invariants();
   return true;
+}
+
+void Engine::Impl::add_attention_mass(const sched::SchedulerOutput& plan) {
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    const std::span<const float> mass = runner->attention_mass(i);
+    std::vector<double>& scores = h2o_scores[plan.scheduled[i].seq_id];
+    if (scores.size() < mass.size()) scores.resize(mass.size(), 0.0);
+    for (size_t b = 0; b < mass.size(); ++b) scores[b] += mass[b];
+  }
+}
+
+void Engine::Impl::evict_heavy_hitters(const sched::SchedulerOutput& plan) {
+  for (const int64_t seq_id : plan.preempted) h2o_scores.erase(seq_id);  // recomputed whole
+  for (const sched::ScheduledSequence& s : plan.scheduled) {
+    if (!scheduler->has_sequence(s.seq_id) || !kv_cache->has_sequence(s.seq_id)) {
+      h2o_scores.erase(s.seq_id);
+      continue;
+    }
+    std::vector<double>& scores = h2o_scores[s.seq_id];
+    const int32_t n_computed = scheduler->info(s.seq_id).n_computed;
+    for (;;) {
+      const std::span<const kv::BlockId> table = kv_cache->block_table(s.seq_id);
+      if (scores.size() < table.size()) scores.resize(table.size(), 0.0);
+      const int64_t b = kv::block_to_evict(table, scores, n_computed, config.block_size, h2o);
+      if (b < 0) break;
+      kv_cache->evict_block(s.seq_id, b);
+      ++totals.h2o_evictions;
+    }
+  }
 }
 
 Engine::Engine(const gguf::GgufFile& file, const tokenizer::Tokenizer& tokenizer,

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "kv/heavy_hitters.h"
+#include "kv/kv_cache_manager.h"
 #include "kv/step_batch.h"
 #include "model/model_runner.h"
 #include "sampling/sampler.h"
@@ -107,6 +109,11 @@ struct Engine::Impl {
   std::shared_ptr<ThreadPool> pool;
   std::unique_ptr<model::ModelRunner> runner;
   kv::KvGroupLayout kv_layout;
+  // H2O-style eviction (kv/heavy_hitters.h): each sequence's blocks' accumulated attention.
+  kv::HeavyHitterBudget h2o;
+  std::unordered_map<int64_t, std::vector<double>> h2o_scores;
+  void add_attention_mass(const sched::SchedulerOutput& plan);
+  void evict_heavy_hitters(const sched::SchedulerOutput& plan);
   std::unique_ptr<kv::KvCacheManager> kv_cache;
   std::unique_ptr<sched::Scheduler> scheduler;
   KvPoolInfo pool_info;

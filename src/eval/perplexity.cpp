@@ -26,6 +26,13 @@ int32_t count_windows(int64_t n_tokens, const PerplexityOptions& options) {
                 fmt::format("--batch: {} is larger than --ctx {} but not a multiple of it",
                             options.batch, options.ctx));
   }
+  options.h2o.validate(options.kv_block);
+  if (options.h2o.enabled() && options.batch >= options.ctx) {
+    throw Error(Error::Kind::kInvalidArgument,
+                fmt::format("--h2o-budget: evictions happen between a window's passes, so --batch "
+                            "({}) must be smaller than --ctx ({})",
+                            options.batch, options.ctx));
+  }
   if (n_tokens < 2 * static_cast<int64_t>(options.ctx)) {
     throw Error(Error::Kind::kInvalidArgument,
                 fmt::format("the text has {} tokens; a context of {} needs at least {} (two "
@@ -52,11 +59,18 @@ PerplexityResult perplexity(model::ModelRunner& runner, std::span<const int32_t>
   runner.reserve(tokens_per_pass * windows_per_pass, (ctx - first) * windows_per_pass);
 
   std::vector<std::vector<kv::BlockId>> tables(static_cast<size_t>(windows_per_pass));
-  for (int32_t s = 0; s < windows_per_pass; ++s) {
-    for (int32_t b = 0; b < blocks_per_window; ++b) {
-      tables[static_cast<size_t>(s)].push_back(s * blocks_per_window + b);
+  auto reset_tables = [&] {
+    for (int32_t s = 0; s < windows_per_pass; ++s) {
+      tables[static_cast<size_t>(s)].clear();
+      for (int32_t b = 0; b < blocks_per_window; ++b) {
+        tables[static_cast<size_t>(s)].push_back(s * blocks_per_window + b);
+      }
     }
-  }
+  };
+  reset_tables();
+  // H2O: each window's blocks' accumulated attention; an evicted block's entry becomes kNoBlock.
+  std::vector<std::vector<double>> scores(static_cast<size_t>(windows_per_pass));
+  if (options.h2o.enabled()) runner.track_attention_mass(true);
   double nll_sum = 0.0;
   double nll_sq_sum = 0.0;
   std::vector<double> window_nll;  // per window of the pass, summed in window order after it
@@ -66,6 +80,8 @@ PerplexityResult perplexity(model::ModelRunner& runner, std::span<const int32_t>
     const int32_t n_here = std::min(windows_per_pass, result.n_windows - w0);
     pass_windows.assign(static_cast<size_t>(n_here), {});
     window_nll.assign(static_cast<size_t>(n_here), 0.0);
+    reset_tables();
+    for (auto& sc : scores) sc.assign(static_cast<size_t>(blocks_per_window), 0.0);
     for (int32_t s = 0; s < n_here; ++s) {
       const auto begin = tokens.begin() + static_cast<std::ptrdiff_t>(w0 + s) * ctx;
       pass_windows[static_cast<size_t>(s)].assign(begin, begin + ctx);
@@ -84,6 +100,22 @@ PerplexityResult perplexity(model::ModelRunner& runner, std::span<const int32_t>
                            p0, tables[static_cast<size_t>(s)], n_logits);
       }
       const model::LogitsView logits = runner.execute(batch);
+      if (options.h2o.enabled()) {
+        for (int32_t s = 0; s < n_here; ++s) {
+          const std::span<const float> mass = runner.attention_mass(static_cast<size_t>(s));
+          std::vector<double>& sc = scores[static_cast<size_t>(s)];
+          for (size_t b = 0; b < mass.size(); ++b) sc[b] += mass[b];
+          // The table covers the whole window up front; what counts is what is computed.
+          std::vector<kv::BlockId>& table = tables[static_cast<size_t>(s)];
+          const std::span<const kv::BlockId> computed =
+              std::span<const kv::BlockId>(table).first(
+                  static_cast<size_t>((p1 + options.kv_block - 1) / options.kv_block));
+          for (int64_t b = kv::block_to_evict(computed, sc, p1, options.kv_block, options.h2o);
+               b >= 0; b = kv::block_to_evict(computed, sc, p1, options.kv_block, options.h2o)) {
+            table[static_cast<size_t>(b)] = kv::kNoBlock;
+          }
+        }
+      }
       if (n_logits == 0) continue;
       for (int32_t s = 0; s < n_here; ++s) {
         const std::span<const int32_t> text =

@@ -10,8 +10,8 @@
 //
 // Groups: a sequence's table is interleaved, entry b * G + g for block index b of group g; its
 // chain is shared (a key names tokens, not layers) and each group registers its own copy of a
-// block under group_key(key, g). A windowed group remembers, per sequence, the first entry it
-// still holds (entries before it are kNoBlock).
+// block under group_key(key, g). A windowed group remembers, per sequence, the first entry of
+// its window it still holds: entries from its sink blocks up to that one are kNoBlock.
 #include "kv/kv_cache_manager.h"
 
 #include <algorithm>
@@ -48,19 +48,19 @@ struct KvCacheManager::Impl {
   struct Sequence {
     std::vector<BlockId> table;       // interleaved: entry b * n_groups + g
     std::vector<BlockHash> chain;     // keys of block indices [0, chain.size()), full when hashed
-    std::vector<int64_t> first_held;  // per group: entries before it are kNoBlock
+    std::vector<int64_t> first_held;  // per group: entries [sink blocks, it) are kNoBlock
     uint64_t extra_key = 0;
+    bool evicted = false;  // evict_block() made holes anywhere; no more prefix keys
 
-    int64_t n_indices(int32_t groups) const {
-      return static_cast<int64_t>(table.size()) / groups;
-    }
+    int64_t n_indices(int32_t groups) const { return static_cast<int64_t>(table.size()) / groups; }
   };
 
   Impl(int32_t n_blocks, int32_t block_size_in, bool prefix_caching,
-       std::vector<int64_t> group_windows)
+       std::vector<int64_t> group_windows, std::vector<int64_t> group_sinks)
       : block_size(block_size_in),
         enable_prefix_caching(prefix_caching),
         windows(std::move(group_windows)),
+        sinks(std::move(group_sinks)),
         n_groups(static_cast<int32_t>(windows.size())),
         pool(n_blocks) {}
 
@@ -76,11 +76,15 @@ struct KvCacheManager::Impl {
     return n_tokens / block_size + (n_tokens % block_size != 0 ? 1 : 0);
   }
 
-  // The first block index a windowed group needs for queries from position `pos` on (0 for a
-  // full group).
+  // Blocks holding a group's attention sinks (kept for good).
+  int64_t sink_blocks(int32_t g) const { return blocks_for(sinks[static_cast<size_t>(g)]); }
+
+  // The first block index past the sinks a windowed group needs for queries from position `pos`
+  // on (0 for a full group).
   int64_t first_needed(int32_t g, int64_t pos) const {
     const int64_t w = windows[static_cast<size_t>(g)];
-    return w > 0 ? std::max<int64_t>(0, pos - w + 1) / block_size : 0;
+    if (w == 0) return 0;
+    return std::max(sink_blocks(g), std::max<int64_t>(0, pos - w + 1) / block_size);
   }
 
   BlockId& entry(Sequence& seq, int64_t b, int32_t g) const {
@@ -114,6 +118,7 @@ struct KvCacheManager::Impl {
   const int32_t block_size;
   const bool enable_prefix_caching;
   const std::vector<int64_t> windows;
+  const std::vector<int64_t> sinks;
   const int32_t n_groups;
   BlockPool pool;
   std::unordered_map<int64_t, Sequence> sequences;
@@ -121,7 +126,8 @@ struct KvCacheManager::Impl {
 };
 
 KvCacheManager::KvCacheManager(int32_t n_blocks, int32_t block_size, bool enable_prefix_caching,
-                               std::span<const int64_t> group_windows) {
+                               std::span<const int64_t> group_windows,
+                               std::span<const int64_t> group_sinks) {
   if (n_blocks < 1) invalid("n_blocks must be >= 1, got " + std::to_string(n_blocks));
   if (block_size < 1) invalid("block_size must be >= 1, got " + std::to_string(block_size));
   // Token counts are int32 in the API (add_sequence's return, StepBatch); the pool must fit.
@@ -131,10 +137,22 @@ KvCacheManager::KvCacheManager(int32_t n_blocks, int32_t block_size, bool enable
   }
   std::vector<int64_t> windows(group_windows.begin(), group_windows.end());
   if (windows.empty()) windows.push_back(0);
-  for (int64_t w : windows) {
-    if (w < 0) invalid("a cache group's window must be >= 0, got " + std::to_string(w));
+  std::vector<int64_t> sinks(group_sinks.begin(), group_sinks.end());
+  if (sinks.empty()) sinks.assign(windows.size(), 0);
+  if (sinks.size() != windows.size()) {
+    invalid("sinks for " + std::to_string(sinks.size()) + " of " + std::to_string(windows.size()) +
+            " cache groups");
   }
-  impl_ = std::make_unique<Impl>(n_blocks, block_size, enable_prefix_caching, std::move(windows));
+  for (size_t g = 0; g < windows.size(); ++g) {
+    if (windows[g] < 0)
+      invalid("a cache group's window must be >= 0, got " + std::to_string(windows[g]));
+    if (sinks[g] < 0 || (sinks[g] > 0 && windows[g] == 0)) {
+      invalid("a cache group's sinks must be >= 0 and need a window, got " +
+              std::to_string(sinks[g]));
+    }
+  }
+  impl_ = std::make_unique<Impl>(n_blocks, block_size, enable_prefix_caching, std::move(windows),
+                                 std::move(sinks));
 }
 
 KvCacheManager::~KvCacheManager() = default;
@@ -156,7 +174,8 @@ int32_t KvCacheManager::blocks_for_sequence(int64_t n_tokens, int64_t max_step_t
     invalid("blocks_for_sequence: " + std::to_string(n_tokens) + " tokens in steps of " +
             std::to_string(max_step_tokens));
   }
-  const int64_t total = kv::blocks_for_sequence(m.windows, m.block_size, n_tokens, max_step_tokens);
+  const int64_t total =
+      kv::blocks_for_sequence(m.windows, m.sinks, m.block_size, n_tokens, max_step_tokens);
   return static_cast<int32_t>(std::min<int64_t>(total, std::numeric_limits<int32_t>::max()));
 }
 
@@ -166,7 +185,9 @@ int32_t KvCacheManager::add_sequence(int64_t seq_id, std::span<const int32_t> to
   if (m.sequences.contains(seq_id)) invalid("add_sequence: " + seq_name(seq_id) + " exists");
   Impl::Sequence& seq = m.sequences[seq_id];
   seq.extra_key = extra_key;
-  seq.first_held.assign(static_cast<size_t>(m.n_groups), 0);
+  seq.first_held.resize(static_cast<size_t>(m.n_groups));
+  for (int32_t g = 0; g < m.n_groups; ++g)
+    seq.first_held[static_cast<size_t>(g)] = m.sink_blocks(g);
   if (!m.enable_prefix_caching || tokens.empty()) return 0;
 
   // Only blocks fully inside tokens[0 .. size - 1) may come from the cache: the last prompt
@@ -188,12 +209,18 @@ int32_t KvCacheManager::add_sequence(int64_t seq_id, std::span<const int32_t> to
     keys.push_back(key);
     parent = key;
   }
-  // The longest hit whose windowed groups hold the window before it.
+  // The longest hit whose windowed groups hold their sinks and the window before it.
   auto window_cached = [&](int64_t k) {
     for (int32_t g = 0; g < m.n_groups; ++g) {
       if (m.windows[static_cast<size_t>(g)] == 0) continue;
-      for (int64_t b = m.first_needed(g, k * bs); b < k; ++b) {
-        if (!m.pool.find(group_key(keys[static_cast<size_t>(b)], g))) return false;
+      auto cached = [&](int64_t from, int64_t to) {
+        for (int64_t b = from; b < to; ++b) {
+          if (!m.pool.find(group_key(keys[static_cast<size_t>(b)], g))) return false;
+        }
+        return true;
+      };
+      if (!cached(0, std::min(k, m.sink_blocks(g))) || !cached(m.first_needed(g, k * bs), k)) {
+        return false;
       }
     }
     return true;
@@ -203,9 +230,10 @@ int32_t KvCacheManager::add_sequence(int64_t seq_id, std::span<const int32_t> to
 
   seq.table.assign(static_cast<size_t>(k * m.n_groups), kNoBlock);
   for (int32_t g = 0; g < m.n_groups; ++g) {
-    const int64_t first = k > 0 ? m.first_needed(g, k * bs) : 0;
+    const int64_t first = std::max(m.first_needed(g, k * bs), m.sink_blocks(g));
     seq.first_held[static_cast<size_t>(g)] = first;
-    for (int64_t b = first; b < k; ++b) {
+    for (int64_t b = 0; b < k; ++b) {
+      if (b >= m.sink_blocks(g) && b < first) continue;  // given back: outside the window
       const BlockId hit = *m.pool.find(group_key(keys[static_cast<size_t>(b)], g));
       m.pool.add_ref(hit);
       m.entry(seq, b, g) = hit;
@@ -225,8 +253,9 @@ bool KvCacheManager::allocate(int64_t seq_id, int64_t n_write_begin, int64_t n_t
     invalid("allocate: " + seq_name(seq_id) + " write range [" + std::to_string(n_write_begin) +
             ", " + std::to_string(n_tokens_total) + ") is not a range of positions");
   }
+  // Block indices, not blocks: a windowed group's table may cover more positions than the pool
+  // has slots (its early entries given back); what must fit the pool is n_fresh below.
   const int64_t n_needed = m.blocks_for(n_tokens_total);
-  if (n_needed > m.pool.n_blocks()) return false;
   const int64_t n_have = seq.n_indices(m.n_groups);
   const int64_t n_new = std::max<int64_t>(0, n_needed - n_have);
 
@@ -237,7 +266,8 @@ bool KvCacheManager::allocate(int64_t seq_id, int64_t n_write_begin, int64_t n_t
   int64_t n_fresh = 0;
   for (int32_t g = 0; g < m.n_groups; ++g) {
     // The queries from n_write_begin on read blocks a windowed group may have given back.
-    const int64_t first_read = std::min(m.first_needed(g, n_write_begin), first_written);
+    const int64_t first_read =
+        std::max(m.sink_blocks(g), std::min(m.first_needed(g, n_write_begin), first_written));
     if (first_read < seq.first_held[static_cast<size_t>(g)]) {
       invalid("allocate: " + seq_name(seq_id) + " writes from position " +
               std::to_string(n_write_begin) + ", but its sliding-window blocks before position " +
@@ -245,6 +275,10 @@ bool KvCacheManager::allocate(int64_t seq_id, int64_t n_write_begin, int64_t n_t
               " were given back");
     }
     for (int64_t b = first_written; b < end_existing; ++b) {
+      if (m.entry(seq, b, g) == kNoBlock) {
+        invalid("allocate: " + seq_name(seq_id) + " writes into block index " + std::to_string(b) +
+                ", which was given back");
+      }
       if (m.pool.ref_count(m.entry(seq, b, g)) > 1) ++n_fresh;
     }
     n_fresh += n_new;
@@ -285,7 +319,7 @@ void KvCacheManager::commit(int64_t seq_id, std::span<const int32_t> tokens, int
     invalid("commit: " + seq_name(seq_id) + " n_computed " + std::to_string(n_computed) +
             " exceeds the " + std::to_string(n_covered) + " positions its blocks hold");
   }
-  if (m.enable_prefix_caching) {
+  if (m.enable_prefix_caching && !seq.evicted) {
     const int64_t bs = m.block_size;
     const int64_t n_full = n_computed / bs;
     BlockHash parent = seq.chain.empty() ? BlockHash{} : seq.chain.back();
@@ -317,7 +351,7 @@ void KvCacheManager::truncate(int64_t seq_id, int64_t n_tokens) {
   const int64_t n_keep = m.blocks_for(n_tokens);
   for (int32_t g = 0; g < m.n_groups; ++g) {
     const int64_t first_held = seq.first_held[static_cast<size_t>(g)];
-    if (m.first_needed(g, n_tokens) < first_held && first_held > 0) {
+    if (m.first_needed(g, n_tokens) < first_held && first_held > m.sink_blocks(g)) {
       invalid("truncate: " + seq_name(seq_id) + " to " + std::to_string(n_tokens) +
               " tokens, but its sliding-window blocks before position " +
               std::to_string(first_held * m.block_size) + " were given back");
@@ -330,10 +364,6 @@ void KvCacheManager::truncate(int64_t seq_id, int64_t n_tokens) {
       seq.table.pop_back();
     }
   }
-  for (int32_t g = 0; g < m.n_groups; ++g) {
-    int64_t& first = seq.first_held[static_cast<size_t>(g)];
-    first = std::min(first, n_keep);
-  }
   const int64_t first_rewritten = n_tokens / m.block_size;
   if (first_rewritten < static_cast<int64_t>(seq.chain.size())) {
     seq.chain.resize(static_cast<size_t>(first_rewritten));
@@ -344,6 +374,27 @@ void KvCacheManager::truncate(int64_t seq_id, int64_t n_tokens) {
       if (block != kNoBlock && m.pool.ref_count(block) == 1) m.pool.unregister(block);
     }
   }
+}
+
+void KvCacheManager::evict_block(int64_t seq_id, int64_t b) {
+  Impl& m = *impl_;
+  Impl::Sequence& seq = Impl::get(m, seq_id, "evict_block");
+  if (b < 0 || b >= seq.n_indices(m.n_groups)) {
+    invalid("evict_block: " + seq_name(seq_id) + " has no block index " + std::to_string(b));
+  }
+  for (int32_t g = 0; g < m.n_groups; ++g) {
+    if (m.entry(seq, b, g) == kNoBlock) {
+      invalid("evict_block: " + seq_name(seq_id) + " block index " + std::to_string(b) +
+              " was given back already");
+    }
+  }
+  for (int32_t g = 0; g < m.n_groups; ++g) {
+    BlockId& block = m.entry(seq, b, g);
+    m.pool.release(block);
+    block = kNoBlock;
+  }
+  // The chain stays as it is: keys name the blocks computed before any eviction.
+  seq.evicted = true;
 }
 
 void KvCacheManager::fork(int64_t parent, int64_t child) {
@@ -412,12 +463,18 @@ void KvCacheManager::check_invariants() const {
     }
     for (int32_t g = 0; g < m.n_groups; ++g) {
       const int64_t first = seq.first_held[static_cast<size_t>(g)];
+      const int64_t gap_begin = m.sink_blocks(g);
       if (first > 0 && m.windows[static_cast<size_t>(g)] == 0) {
         broken(seq_id, "gave back blocks of full-attention group " + std::to_string(g));
       }
+      if (first < gap_begin) {
+        broken(seq_id, "group " + std::to_string(g) + " holds its window from block index " +
+                           std::to_string(first) + ", inside its sinks");
+      }
       for (int64_t b = 0; b < n_idx; ++b) {
         const BlockId block = m.entry(seq, b, g);
-        if ((block == kNoBlock) != (b < first)) {
+        const bool given_back = b >= gap_begin && b < first;
+        if (block == kNoBlock ? !given_back && !seq.evicted : given_back) {
           broken(seq_id, "group " + std::to_string(g) + " entry " + std::to_string(b) +
                              (block == kNoBlock ? " was given back inside its window"
                                                 : " is held before its window"));

@@ -190,10 +190,29 @@ kv::KvShape ModelConfig::kv_shape() const {
 
 kv::KvGroupLayout ModelConfig::windowed_kv_layout() const {
   std::vector<int64_t> windows(n_layers, 0);
+  std::vector<int64_t> sinks(n_layers, 0);
   for (uint64_t i = 0; i < n_layers; ++i) {
-    if (is_sliding[i]) windows[i] = static_cast<int64_t>(sliding_window);
+    windows[i] = static_cast<int64_t>(attention_window(i));
+    sinks[i] = static_cast<int64_t>(attention_sinks_of(i));
   }
-  return kv::KvGroupLayout::from_windows(windows);
+  return kv::KvGroupLayout::from_windows(windows, sinks);
+}
+
+void ModelConfig::set_streaming_attention(int64_t window, int64_t sinks) {
+  auto refuse = [](const std::string& what) { throw Error(Error::Kind::kInvalidArgument, what); };
+  if (window < 0) refuse("streaming_window must be >= 0 (0: off), got " + std::to_string(window));
+  if (sinks < 0) refuse("attention_sinks must be >= 0, got " + std::to_string(sinks));
+  if (window == 0 && sinks > 0) {
+    refuse("attention_sinks " + std::to_string(sinks) + " needs a streaming_window");
+  }
+  if (n_ctx_train > 0 &&
+      static_cast<uint64_t>(window) + static_cast<uint64_t>(sinks) > n_ctx_train) {
+    refuse("streaming_window " + std::to_string(window) + " + attention_sinks " +
+           std::to_string(sinks) + " exceed the model's context length " +
+           std::to_string(n_ctx_train) + " (the cache's positions must stay within it)");
+  }
+  streaming_window = static_cast<uint64_t>(window);
+  attention_sinks = static_cast<uint64_t>(sinks);
 }
 
 kv::KvGroupLayout ModelConfig::single_kv_layout() const {

@@ -53,17 +53,10 @@ kernels::KvElement element_of(kv::KvCacheType type) {
 
 // One head's block of the cache as the kernel reads it.
 // The block of a sequence's block index b in cache group g (interleaved tables,
-// kv/step_batch.h). A windowed group's given-back entry is never within a query's window; one
-// here is a bug of the KV manager, not something to read.
+// kv/step_batch.h), or kNoBlock where it was given back (a window's or an eviction's: no key
+// there to attend to).
 kv::BlockId table_entry(const kv::SequenceSlice& s, int64_t b, int32_t n_groups, int32_t g) {
-  const kv::BlockId block = s.block_table[static_cast<size_t>(b * n_groups + g)];
-  if (block < 0) {
-    throw Error(Error::Kind::kInternal, "attention: sequence " + std::to_string(s.seq_id) +
-                                            " reads block index " + std::to_string(b) +
-                                            " of cache group " + std::to_string(g) +
-                                            ", which its window gave back");
-  }
-  return block;
+  return s.block_table[static_cast<size_t>(b * n_groups + g)];
 }
 
 kernels::KvBlock view_of(KvStorage& kv, size_t layer, kv::BlockId block, uint64_t kv_head) {
@@ -151,6 +144,7 @@ void PagedAttention::reserve(const ModelConfig& config, int n_threads, int32_t m
     s.branch_v_scale.assign(static_cast<size_t>(block_size_), 0);
     s.path.reserve(64);
     s.q.assign(rows * config.head_dim_k, 0.0f);
+    s.q_sink.assign(rows * config.head_dim_k, 0.0f);
     s.acc.assign(rows * config.head_dim_v, 0.0f);
     s.max.assign(rows, 0.0f);
     s.sum.assign(rows, 0.0f);
@@ -159,12 +153,13 @@ void PagedAttention::reserve(const ModelConfig& config, int n_threads, int32_t m
     s.key_end.assign(rows, 0);
     s.pos.assign(rows, 0);
     s.lo.assign(rows, 0);
+    s.hi.assign(rows, 0);
   }
 }
 
 void PagedAttention::run(const ModelConfig& config, size_t layer, const kv::StepBatch& batch,
-                         KvStorage& kv, const float* q, const float* k, const float* v, float* out,
-                         ThreadPool& pool) {
+                         KvStorage& kv, const float* q, const float* q_sink, const float* k,
+                         const float* v, float* out, ThreadPool& pool, const AttentionMass* mass) {
   if (kv.needs_key_smoothing()) {
     throw Error(Error::Kind::kInternal,
                 "an int8 KV cache needs calibrate_key_smoothing() before its first write");
@@ -190,6 +185,11 @@ void PagedAttention::run(const ModelConfig& config, size_t layer, const kv::Step
       const int32_t i = s.query_begin + j;
       const int32_t pos = s.slot_of(j);  // a tree node's slot, not its position
       const kv::BlockId block = table_entry(s, pos / bs, n_groups, group_of_layer);
+      if (block == kv::kNoBlock) {
+        throw Error(Error::Kind::kInternal, "attention: sequence " + std::to_string(s.seq_id) +
+                                                " writes position " + std::to_string(pos) +
+                                                " into a block that was given back");
+      }
       for (int64_t h = 0; h < n_kv; ++h) {
         store_token(kv, layer, block, pos % bs, static_cast<uint64_t>(h), k + (i * n_kv + h) * hdk,
                     v + (i * n_kv + h) * hdv, hdk, hdv, key_halves_.data(), key_smoothed_.data());
@@ -222,26 +222,38 @@ void PagedAttention::run(const ModelConfig& config, size_t layer, const kv::Step
     }
   }
 
+  if (mass != nullptr) {
+    for (Scratch& s : scratch_) {
+      s.mass_acc.assign(mass->n_blocks, 0.0f);
+      s.prev_max.resize(static_cast<size_t>(max_rows_));
+      s.prev_sum.resize(static_cast<size_t>(max_rows_));
+    }
+  }
   std::atomic<size_t> next{0};
   pool.parallel_for(pool.size(), [&](int64_t, int64_t, int thread) {
     Scratch& s = scratch_[static_cast<size_t>(thread)];
     for (size_t t = next.fetch_add(1, std::memory_order_relaxed); t < tiles_.size();
          t = next.fetch_add(1, std::memory_order_relaxed)) {
-      run_tile(config, layer, batch, kv, tiles_[t], q, out, s);
+      run_tile(config, layer, batch, kv, tiles_[t], q, q_sink, out, s, mass);
     }
   });
+  if (mass != nullptr) {
+    for (Scratch& s : scratch_) {
+      for (size_t i = 0; i < mass->n_blocks; ++i) mass->out[i] += s.mass_acc[i];
+    }
+  }
 }
 
 void PagedAttention::set_key_ranges(Scratch& s, int32_t n_rows, int64_t first, int32_t n_keys) {
   for (int32_t r = 0; r < n_rows; ++r) {
     s.key_begin[r] = static_cast<int32_t>(std::max<int64_t>(s.lo[r] - first, 0));
-    s.key_end[r] = static_cast<int32_t>(std::clamp<int64_t>(s.pos[r] + 1 - first, 0, n_keys));
+    s.key_end[r] = static_cast<int32_t>(std::clamp<int64_t>(s.hi[r] - first, 0, n_keys));
   }
 }
 
 void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv::StepBatch& batch,
-                              KvStorage& kv, const Tile& tile, const float* q, float* out,
-                              Scratch& s) const {
+                              KvStorage& kv, const Tile& tile, const float* q, const float* q_sink,
+                              float* out, Scratch& s, const AttentionMass* mass) const {
   const kv::SequenceSlice& seq = batch.sequences[static_cast<size_t>(tile.slice)];
   const int32_t bs = kv.block_size();
   const int32_t cache_group = kv.layout().group_of(static_cast<int32_t>(layer));
@@ -253,32 +265,46 @@ void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv:
   const int64_t n_th = tile.n_heads;
   const auto n_rows = static_cast<int32_t>(tile.n_q * n_th);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hdk));
-  const int64_t window = config.is_sliding[layer] ? static_cast<int64_t>(config.sliding_window) : 0;
+  const auto window = static_cast<int64_t>(config.attention_window(layer));
+  const auto n_sinks = static_cast<int64_t>(config.attention_sinks_of(layer));
+  if (n_sinks > 0 && q_sink == nullptr) {
+    throw Error(Error::Kind::kInternal, "attention: a layer with sinks needs their queries");
+  }
   // Keys stored smoothed (int8) meet the query multiplied by the same factors.
   const float* smoothing = kv.key_smoothing(layer, static_cast<uint64_t>(tile.kv_head));
+  auto load_query = [&](const float* src, float* dst) {
+    if (smoothing != nullptr) {
+      for (int64_t e = 0; e < hdk; ++e) dst[e] = src[e] * scale * smoothing[e];
+    } else {
+      for (int64_t e = 0; e < hdk; ++e) dst[e] = src[e] * scale;
+    }
+  };
 
+  // Each row sees [lo, pos] (its window, or everything) and, when its window has left the
+  // sinks behind, [0, n_sinks) through q_sink (a separate pass below).
   int64_t tile_lo = std::numeric_limits<int64_t>::max();
   int64_t tile_hi = 0;  // one past the last visible position
+  bool any_gap = false;
   for (int32_t qi = 0; qi < tile.n_q; ++qi) {
     const int32_t i = tile.q_begin + qi;
     const int64_t pos = batch.positions[i];
-    const int64_t lo = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+    int64_t lo = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+    if (lo <= n_sinks) lo = 0;  // the window still reaches the sinks: one run from 0
+    any_gap = any_gap || (lo > 0 && n_sinks > 0);
     tile_lo = std::min(tile_lo, lo);
     tile_hi = std::max(tile_hi, pos + 1);
     for (int64_t hh = 0; hh < n_th; ++hh) {
       const int64_t r = qi * n_th + hh;
-      const float* src = q + (i * n_heads + tile.kv_head * group + tile.head_begin + hh) * hdk;
-      float* dst = s.q.data() + r * hdk;
-      if (smoothing != nullptr) {
-        for (int64_t e = 0; e < hdk; ++e) dst[e] = src[e] * scale * smoothing[e];
-      } else {
-        for (int64_t e = 0; e < hdk; ++e) dst[e] = src[e] * scale;
-      }
+      const size_t at =
+          static_cast<size_t>((i * n_heads + tile.kv_head * group + tile.head_begin + hh) * hdk);
+      load_query(q + at, s.q.data() + r * hdk);
+      if (n_sinks > 0) load_query(q_sink + at, s.q_sink.data() + r * hdk);
       std::fill_n(s.acc.data() + r * hdv, hdv, 0.0f);
       s.max[r] = -std::numeric_limits<float>::infinity();
       s.sum[r] = 0.0f;
       s.pos[r] = static_cast<int32_t>(pos);
       s.lo[r] = static_cast<int32_t>(lo);
+      s.hi[r] = static_cast<int32_t>(pos + 1);
     }
   }
 
@@ -294,14 +320,17 @@ void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv:
   t.head_dim_k = hdk;
   t.head_dim_v = hdv;
   const size_t element_bytes = kv::kv_element_bytes(kv.type());
+  auto held = [&](int64_t b) {
+    return table_entry(seq, b, batch.n_kv_groups, cache_group) != kv::kNoBlock;
+  };
   auto block_view = [&](int64_t b) {
     return view_of(kv, layer, table_entry(seq, b, batch.n_kv_groups, cache_group),
                    static_cast<uint64_t>(tile.kv_head));
   };
   const int64_t b_begin = tile_lo / bs;
   const int64_t b_end = (tile_hi + bs - 1) / bs;
-  auto prefetch_block = [&](int64_t b) {
-    if (b >= b_end) return;
+  auto prefetch_block = [&](int64_t b, int64_t end) {
+    if (b >= end || !held(b)) return;
     const kernels::KvBlock view = block_view(b);
     prefetch_to_l2(view.k, bs * hdk * element_bytes);
     prefetch_to_l2(view.v, bs * hdv * element_bytes);
@@ -361,15 +390,52 @@ void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv:
     }
     return view;
   };
-  for (int64_t d = 0; d < kPrefetchBlocks; ++d) prefetch_block(b_begin + d);
-  for (int64_t b = b_begin; b < b_end; ++b) {
-    prefetch_block(b + kPrefetchBlocks);
-    const int64_t first = b * bs;  // position of the block's slot 0
-    set_key_ranges(s, n_rows, first, bs);
-    const bool holds_branch = moved_branch && (b + 1) * bs > tree_base;
-    kernels::attention_block(t, holds_branch ? branch_view(b) : block_view(b), bs);
+  // Folds blocks [from, to) into every row's running softmax, each row within [lo, hi).
+  // Tracking attention mass, each block's share of each row is kept at the row's running max
+  // (the sum's growth over the block) and normalised once the row is done.
+  s.mass_records.clear();
+  auto fold = [&](int64_t from, int64_t to) {
+    for (int64_t d = 0; d < kPrefetchBlocks; ++d) prefetch_block(from + d, to);
+    for (int64_t b = from; b < to; ++b) {
+      prefetch_block(b + kPrefetchBlocks, to);
+      if (!held(b)) continue;        // given back: nothing to attend to
+      const int64_t first = b * bs;  // position of the block's slot 0
+      set_key_ranges(s, n_rows, first, bs);
+      if (mass != nullptr) {
+        std::copy_n(s.max.data(), n_rows, s.prev_max.data());
+        std::copy_n(s.sum.data(), n_rows, s.prev_sum.data());
+      }
+      const bool holds_branch = moved_branch && (b + 1) * bs > tree_base;
+      kernels::attention_block(t, holds_branch ? branch_view(b) : block_view(b), bs);
+      if (mass != nullptr) {
+        for (int32_t r = 0; r < n_rows; ++r) {
+          if (s.key_begin[r] >= s.key_end[r] || std::isinf(s.max[r])) continue;
+          const float grown = s.sum[r] - s.prev_sum[r] * std::exp(s.prev_max[r] - s.max[r]);
+          s.mass_records.push_back({static_cast<int32_t>(b), r, grown, s.max[r]});
+        }
+      }
+    }
+  };
+  fold(b_begin, b_end);
+  if (any_gap) {
+    // The sinks of the rows whose window has left them, scored with their cache-position query
+    // (the softmax state carries over: the order of folding does not change the result).
+    for (int32_t r = 0; r < n_rows; ++r) {
+      const bool gap = s.lo[r] > 0;
+      s.hi[r] = gap ? static_cast<int32_t>(std::min<int64_t>(n_sinks, s.pos[r] + 1)) : 0;
+      s.lo[r] = 0;
+    }
+    t.q = s.q_sink.data();
+    fold(0, std::min<int64_t>(b_end, (n_sinks + bs - 1) / bs));
+    t.q = s.q.data();
   }
 
+  if (mass != nullptr) {
+    float* acc = s.mass_acc.data() + mass->slice_offset[static_cast<size_t>(tile.slice)];
+    for (const MassRecord& m : s.mass_records) {
+      acc[m.block] += m.mass * std::exp(m.max - s.max[m.row]) / s.sum[m.row];
+    }
+  }
   for (int32_t qi = 0; qi < tile.n_q; ++qi) {
     const int64_t i = tile.q_begin + qi;
     for (int64_t hh = 0; hh < n_th; ++hh) {

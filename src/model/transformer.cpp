@@ -172,6 +172,11 @@ void Transformer::reserve(int32_t max_tokens, int32_t max_logit_rows) {
     buf_.rope_cos_local.assign(t * half, 0.0f);
     buf_.rope_sin_local.assign(t * half, 0.0f);
   }
+  if (c.attention_sinks > 0) {
+    buf_.q_sink.assign(t * c.n_heads * c.head_dim_k, 0.0f);
+    buf_.rope_cos_sink.assign(t * half, 0.0f);
+    buf_.rope_sin_sink.assign(t * half, 0.0f);
+  }
   buf_.max_tokens = max_tokens;
   buf_.max_logit_rows = max_logit_rows;
   scratch_.reserve(max_tokens, static_cast<int64_t>(std::max(c.n_ff, c.n_heads * c.head_dim_v)));
@@ -221,6 +226,16 @@ void Transformer::forward(const kv::StepBatch& batch, KvStorage& kv, float* logi
   const int32_t n_logits = static_cast<int32_t>(batch.logits_rows.size());
   if (n_tokens == 0) return;
   reserve(n_tokens, n_logits);
+  mass_offset_.clear();
+  if (track_mass_) {
+    size_t total = 0;
+    for (const kv::SequenceSlice& s : batch.sequences) {
+      mass_offset_.push_back(total);
+      total += static_cast<size_t>((s.n_context + kv.block_size() - 1) / kv.block_size());
+    }
+    mass_offset_.push_back(total);
+    block_mass_.assign(total, 0.0f);
+  }
   embed(batch);
   rope_tables(batch);
   for (size_t layer = 0; layer < config_.n_layers; ++layer) {
@@ -265,7 +280,33 @@ void Transformer::rope_tables(const kv::StepBatch& batch) {
       rope_cos_sin(rope_local_, pos, buf_.rope_cos_local.data() + i * half,
                    buf_.rope_sin_local.data() + i * half);
     }
+    if (config_.attention_sinks > 0) {
+      // The query's position in the cache of sinks and window (model/paged_attention.h).
+      const auto last =
+          static_cast<int64_t>(config_.attention_sinks + config_.streaming_window) - 1;
+      rope_cos_sin(rope_, std::min(pos, last), buf_.rope_cos_sink.data() + i * half,
+                   buf_.rope_sin_sink.data() + i * half);
+    }
   });
+}
+
+std::span<const float> Transformer::attention_mass(size_t slice) const {
+  if (slice + 1 >= mass_offset_.size()) {
+    throw Error(Error::Kind::kInvalidArgument,
+                "attention_mass: no slice " + std::to_string(slice) + " in the last step");
+  }
+  return std::span<const float>(block_mass_)
+      .subspan(mass_offset_[slice], mass_offset_[slice + 1] - mass_offset_[slice]);
+}
+
+void Transformer::set_streaming_attention(int64_t window, int64_t sinks) {
+  config_.set_streaming_attention(window, sinks);
+  // Size the sinks' query buffers for the steps seen so far.
+  const int32_t tokens = buf_.max_tokens;
+  const int32_t rows = buf_.max_logit_rows;
+  buf_.max_tokens = 0;
+  buf_.max_logit_rows = 0;
+  reserve(std::max(tokens, 1), std::max(rows, 1));
 }
 
 void Transformer::attention_block(size_t layer, const kv::StepBatch& batch, KvStorage& kv) {
@@ -288,6 +329,7 @@ void Transformer::attention_block(size_t layer, const kv::StepBatch& batch, KvSt
   kernels::matmul_many(qkv, buf_.xn.data(), n, d, *pool_, scratch_);
 
   const bool local = c.is_sliding[layer] && !rope_local_.inv_freq.empty();
+  const bool sinks = c.attention_sinks_of(layer) > 0;
   const float* rope_cos = local ? buf_.rope_cos_local.data() : buf_.rope_cos.data();
   const float* rope_sin = local ? buf_.rope_sin_local.data() : buf_.rope_sin.data();
   const auto mode = rope_mode(traits_.rope);
@@ -311,12 +353,23 @@ void Transformer::attention_block(size_t layer, const kv::StepBatch& batch, KvSt
     }
     const float* cs = rope_cos + i * half;
     const float* sn = rope_sin + i * half;
+    if (sinks) {
+      float* qs = buf_.q_sink.data() + i * q_width;
+      std::copy_n(q, q_width, qs);
+      kernels::rope_apply(qs, static_cast<int64_t>(c.n_heads), hd,
+                          buf_.rope_cos_sink.data() + i * half,
+                          buf_.rope_sin_sink.data() + i * half, mode);
+    }
     kernels::rope_apply(q, static_cast<int64_t>(c.n_heads), hd, cs, sn, mode);
     kernels::rope_apply(k, n_kv, hd, cs, sn, mode);
   });
 
-  attention_->run(c, layer, batch, kv, buf_.q.data(), buf_.k.data(), buf_.v.data(),
-                  buf_.attn.data(), *pool_);
+  const AttentionMass mass{block_mass_.data(),
+                           std::span<const size_t>(mass_offset_).first(batch.sequences.size()),
+                           block_mass_.size()};
+  attention_->run(c, layer, batch, kv, buf_.q.data(), sinks ? buf_.q_sink.data() : nullptr,
+                  buf_.k.data(), buf_.v.data(), buf_.attn.data(), *pool_,
+                  track_mass_ ? &mass : nullptr);
 
   matmul(w.wo, buf_.attn.data(), n, buf_.ffn.data());
   for_rows(n, [&](int32_t i) {

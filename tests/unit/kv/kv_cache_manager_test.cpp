@@ -469,3 +469,43 @@ TEST(KvCacheManager, SamplesForkedFromOnePromptShareItsBlocks) {
 
 }  // namespace
 }  // namespace llms::kv
+
+namespace llms::kv {
+namespace {
+
+// H2O-style eviction: the evicted block is given back (findable again under its key, since it
+// was computed before any eviction), blocks computed afterwards are never registered (they
+// depend on what was evicted), and misuse is refused.
+TEST(KvCacheManager, EvictedSequencesRegisterNoLaterBlocks) {
+  KvCacheManager kv(16, 4, /*enable_prefix_caching=*/true);
+  const std::vector<int32_t> prompt = iota_tokens(12, 100);  // 3 blocks
+  prefill(kv, 1, prompt);
+  kv.evict_block(1, 1);
+  EXPECT_EQ(table_of(kv, 1)[1], kNoBlock);
+  EXPECT_EQ(kv.n_blocks_held(1), 2);
+  EXPECT_EQ(kv.n_free_blocks(), 14);
+  kv.check_invariants();
+  expect_error([&] { kv.evict_block(1, 1); }, Error::Kind::kInvalidArgument, "given back");
+  expect_error([&] { kv.evict_block(1, 7); }, Error::Kind::kInvalidArgument, "no block index");
+
+  // Eight more tokens (two blocks) computed after the eviction.
+  std::vector<int32_t> longer = prompt;
+  for (int32_t t : iota_tokens(9, 500)) longer.push_back(t);
+  std::vector<BlockCopy> copies;
+  ASSERT_TRUE(kv.allocate(1, 12, 20, copies));
+  kv.commit(1, longer, 20);
+  kv.check_invariants();
+  // A new sequence with the same 21 tokens finds the 3 blocks computed before the eviction
+  // (the evicted one among them, revived from the free list), not the 2 computed after it.
+  EXPECT_EQ(kv.add_sequence(2, longer), 12);
+  kv.check_invariants();
+  std::vector<BlockCopy> none;
+  expect_error([&] { kv.allocate(1, 4, 20, none); }, Error::Kind::kInvalidArgument, "given back");
+  kv.free(1);
+  kv.free(2);
+  kv.check_invariants();
+  EXPECT_EQ(kv.n_free_blocks(), 16);
+}
+
+}  // namespace
+}  // namespace llms::kv

@@ -35,11 +35,12 @@ struct SimSequence {
 class Simulation {
  public:
   Simulation(uint32_t seed, int32_t n_blocks, int32_t block_size, bool prefix_caching,
-             std::vector<int64_t> windows)
+             std::vector<int64_t> windows, std::vector<int64_t> sinks)
       : rng_(seed),
         windows_(windows.empty() ? std::vector<int64_t>{0} : std::move(windows)),
+        sinks_(sinks.empty() ? std::vector<int64_t>(windows_.size(), 0) : std::move(sinks)),
         n_groups_(static_cast<int32_t>(windows_.size())),
-        kv_(n_blocks, block_size, prefix_caching, windows_),
+        kv_(n_blocks, block_size, prefix_caching, windows_, sinks_),
         slots_(static_cast<size_t>(n_blocks) * block_size, kEmpty) {
     std::uniform_int_distribution<int32_t> tok(0, 50000);
     for (int p = 0; p < 4; ++p) {
@@ -237,14 +238,17 @@ class Simulation {
           << "sequence " << id;
       for (int32_t g = 0; g < n_groups_; ++g) {
         const int64_t w = windows_[static_cast<size_t>(g)];
-        // What the next query (at position n_computed) can see.
+        const int64_t n_sinks = sinks_[static_cast<size_t>(g)];
+        const int64_t sink_blocks = (n_sinks + bs - 1) / bs;
+        // What the next query (at position n_computed) can see: its sinks and its window.
         const int64_t lo = w > 0 ? std::max<int64_t>(0, seq.n_computed - w + 1) : 0;
-        for (int64_t b = 0; b < lo / bs; ++b) {
+        for (int64_t b = sink_blocks; b < lo / bs; ++b) {
           ASSERT_EQ(table[static_cast<size_t>(b * n_groups_ + g)], kNoBlock)
               << "sequence " << id << " group " << g << " still holds block index " << b
               << " before its window at " << lo;
         }
-        for (int64_t pos = lo; pos < seq.n_computed; ++pos) {
+        for (int64_t pos = 0; pos < seq.n_computed; ++pos) {
+          if (pos >= std::min(n_sinks, lo) && pos < lo) continue;  // neither sink nor window
           const BlockId block = table[static_cast<size_t>(pos / bs * n_groups_ + g)];
           ASSERT_NE(block, kNoBlock) << "sequence " << id << " group " << g << " pos " << pos;
           const int32_t got = slots_[static_cast<size_t>(block) * bs + pos % bs];
@@ -257,6 +261,7 @@ class Simulation {
 
   std::mt19937 rng_;
   std::vector<int64_t> windows_;  // per cache group; 0: full attention
+  std::vector<int64_t> sinks_;    // per cache group: attention sinks (windowed groups only)
   int32_t n_groups_;
   KvCacheManager kv_;
   std::vector<int32_t> slots_;  // slots_[block * block_size + slot]: the token whose KV is there
@@ -276,13 +281,14 @@ struct PropertyCase {
   bool prefix_caching;
   bool is_tight;                      // the pool is small enough that allocations get refused
   std::vector<int64_t> windows = {};  // cache groups' windows (empty: one full group)
+  std::vector<int64_t> sinks = {};    // and their attention sinks (empty: none)
 };
 
 class KvCacheProperty : public testing::TestWithParam<PropertyCase> {};
 
 TEST_P(KvCacheProperty, RandomWorkloadKeepsInvariantsAndContents) {
   const PropertyCase& c = GetParam();
-  Simulation sim(c.seed, c.n_blocks, c.block_size, c.prefix_caching, c.windows);
+  Simulation sim(c.seed, c.n_blocks, c.block_size, c.prefix_caching, c.windows, c.sinks);
   sim.run(5000);
   if (HasFatalFailure()) return;
   const KvCacheStats& stats = sim.kv().stats();
@@ -332,6 +338,10 @@ std::vector<PropertyCase> property_cases() {
   cases.push_back({13, 24, 4, true, true, {5}});
   cases.push_back({14, 120, 4, false, true, {0, 21}});
   cases.push_back({15, 120, 1, true, true, {0, 2}});
+  // Attention sinks (StreamingLLM): kept for good before a window that moves on.
+  cases.push_back({16, 40, 4, true, true, {10}, {3}});
+  cases.push_back({17, 60, 4, true, true, {9, 9}, {4, 0}});
+  cases.push_back({18, 40, 1, true, true, {5}, {2}});
   return cases;
 }
 
@@ -341,7 +351,8 @@ INSTANTIATE_TEST_SUITE_P(
       const PropertyCase& c = param_info.param;
       return "seed" + std::to_string(c.seed) + "_blocks" + std::to_string(c.n_blocks) + "_bs" +
              std::to_string(c.block_size) + (c.prefix_caching ? "_cached" : "_uncached") +
-             (c.windows.empty() ? "" : "_groups" + std::to_string(c.windows.size()));
+             (c.windows.empty() ? "" : "_groups" + std::to_string(c.windows.size())) +
+             (c.sinks.empty() ? "" : "_sinks");
     });
 
 }  // namespace

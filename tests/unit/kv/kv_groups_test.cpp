@@ -73,13 +73,13 @@ TEST(KvGroupLayout, BlocksForSequenceBoundsWindowedGroups) {
   const std::vector<int64_t> windows = {0, 32, 32};
   // 1000 tokens in blocks of 16: 63 for the full group; a window of 32 read from a 1-token step
   // spans 32 positions, at most 3 blocks.
-  EXPECT_EQ(blocks_for_sequence(windows, 16, 1000, 1), 63 + 2 * 3);
+  EXPECT_EQ(blocks_for_sequence(windows, {}, 16, 1000, 1), 63 + 2 * 3);
   // A 100-token step reads 131 positions: at most 10 blocks.
-  EXPECT_EQ(blocks_for_sequence(windows, 16, 1000, 100), 63 + 2 * 10);
+  EXPECT_EQ(blocks_for_sequence(windows, {}, 16, 1000, 100), 63 + 2 * 10);
   // Short sequences never need more than their own blocks.
-  EXPECT_EQ(blocks_for_sequence(windows, 16, 20, 100), 3 * 2);
+  EXPECT_EQ(blocks_for_sequence(windows, {}, 16, 20, 100), 3 * 2);
   const std::vector<int64_t> full = {0};
-  EXPECT_EQ(blocks_for_sequence(full, 16, 1000, 1000), 63);
+  EXPECT_EQ(blocks_for_sequence(full, {}, 16, 1000, 1000), 63);
 }
 
 // What `inspect` prints for a sequence (kv_bytes_per_sequence: sliding layers hold their window)
@@ -94,7 +94,8 @@ TEST(KvGroupLayout, PoolCostOfAGemma3SequenceIsWhatInspectSays) {
 
   const KvGroupLayout layout = KvGroupLayout::from_windows(windows);
   const uint64_t page_bytes = uint64_t(layout.members()) * 16 * (256 + 256) * 2;
-  const auto pages = static_cast<uint64_t>(blocks_for_sequence(layout.windows(), 16, 4096, 1));
+  const auto pages =
+      static_cast<uint64_t>(blocks_for_sequence(layout.windows(), layout.sinks(), 16, 4096, 1));
   EXPECT_EQ(pages, 256u + 5u * 33u);
   const double ratio = static_cast<double>(pages * page_bytes) / static_cast<double>(inspect_bytes);
   EXPECT_GE(ratio, 1.0);

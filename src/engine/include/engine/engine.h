@@ -42,6 +42,7 @@ namespace llms::engine {
 inline constexpr int32_t kMaxNumSeqs = 16384;
 inline constexpr int32_t kMaxSamplesPerRequest = 128;  // GenerationRequest::n
 inline constexpr int32_t kMaxNumBatchedTokens = 1 << 20;
+inline constexpr int64_t kMaxStreamingModelLen = int64_t{1} << 24;  // with streaming_window
 
 struct EngineConfig {
   int32_t block_size = 16;
@@ -57,6 +58,17 @@ struct EngineConfig {
   // (kv/kv_groups.h). false: every layer keeps the whole context (vLLM's
   // --disable-hybrid-kv-cache-manager).
   bool hybrid_kv_cache = true;
+  // Attention sinks plus a recent window (StreamingLLM; off while streaming_window is 0): every
+  // full-attention layer attends to the first attention_sinks tokens and the last
+  // streaming_window ones, so with the hybrid cache a sequence holds only those blocks and may
+  // run past the model's context (max_model_len up to kMaxStreamingModelLen).
+  int64_t streaming_window = 0;
+  int64_t attention_sinks = 0;
+  // H2O-style heavy-hitter eviction (off while h2o_budget is 0; kv/heavy_hitters.h): a sequence
+  // holds at most h2o_budget tokens' blocks, its last h2o_recent tokens and the blocks that drew
+  // the most attention so far; the rest is given back. Changes what later tokens compute.
+  int64_t h2o_budget = 0;
+  int64_t h2o_recent = 0;
   // KV element type (f32, f16, int8 or fp8): f16, like llama.cpp's default cache, halves what
   // attention reads per step against f32, and the 8-bit types halve it again.
   kv::KvCacheType kv_cache_dtype = kv::KvCacheType::kF16;
@@ -87,6 +99,7 @@ struct EngineStats {
   int64_t prompt_tokens_total = 0;
   int64_t generation_tokens_total = 0;
   int64_t n_steps = 0;
+  int64_t h2o_evictions = 0;  // blocks given back by heavy-hitter eviction
   // Speculative decoding, as vLLM counts it: verifications of at least one draft, drafted and
   // accepted tokens, and accepted drafts by position (index 0: the first draft of a step).
   int64_t spec_num_drafts = 0;
@@ -101,7 +114,8 @@ struct KvPoolInfo {
   int32_t block_size = 0;
   int32_t n_groups = 1;         // cache groups (kv/kv_groups.h)
   int32_t n_window_groups = 0;  // of them, sliding-window groups that give blocks back
-  int64_t sliding_window = 0;   // their window in tokens
+  int64_t sliding_window = 0;   // their window in tokens (the largest)
+  int64_t attention_sinks = 0;  // and the first tokens they keep (StreamingLLM)
   int64_t bytes = 0;
   int64_t max_model_len = 0;
   int64_t max_seqs_at_model_len = 0;

@@ -13,18 +13,22 @@
 #include <span>
 #include <vector>
 
+#include "kv/heavy_hitters.h"
 #include "kv/kv_budget.h"
 #include "model/model_runner.h"
 
 namespace llms::eval {
 
 struct PerplexityOptions {
-  int32_t ctx = 512;        // tokens per window (even, >= 4)
-  int32_t batch = 512;      // tokens per forward pass: a window in several passes when smaller,
-                            // several windows per pass when a multiple of ctx
-  int32_t bos_id = -1;      // replaces each window's first token when >= 0
-  int32_t kv_block = 16;    // KV block size of the runner's storage
+  int32_t ctx = 512;      // tokens per window (even, >= 4)
+  int32_t batch = 512;    // tokens per forward pass: a window in several passes when smaller,
+                          // several windows per pass when a multiple of ctx
+  int32_t bos_id = -1;    // replaces each window's first token when >= 0
+  int32_t kv_block = 16;  // KV block size of the runner's storage
   kv::KvCacheType kv_type = kv::KvCacheType::kF16;
+  // H2O-style eviction (kv/heavy_hitters.h) inside each window, between its passes of `batch`
+  // tokens (so batch must be smaller than ctx): what a long stream under a budget would see.
+  kv::HeavyHitterBudget h2o;
 };
 
 struct PerplexityProgress {
@@ -39,7 +43,7 @@ struct PerplexityResult {
   double mean_nll = 0.0;
   int64_t n_scored = 0;
   int32_t n_windows = 0;
-  int64_t n_tokens = 0;                 // of the text (windows use n_windows * ctx of them)
+  int64_t n_tokens = 0;                  // of the text (windows use n_windows * ctx of them)
   std::vector<double> ppl_after_window;  // running perplexity after each window
 };
 

@@ -32,7 +32,9 @@
 // findable in the free list like any other). Prefix caching with windows: a hit of k blocks
 // needs blocks [0, k) of every full group and, of every windowed group, the blocks that hold
 // the window before position k * block_size; the longest k for which all of them are cached is
-// taken (every group's copy of a block is keyed apart, since each holds other layers).
+// taken (every group's copy of a block is keyed apart, since each holds other layers). A group
+// with attention sinks also keeps (and a hit also needs) the blocks of its first `sinks` tokens;
+// what it gives back lies between them and the window.
 #pragma once
 
 #include <cstdint>
@@ -59,8 +61,11 @@ class KvCacheManager {
  public:
   // group_windows: one entry per cache group, 0 for full attention or the group's sliding
   // window in tokens (kv::KvGroupLayout::windows()); the default is one full group.
+  // group_sinks (empty: none): per group, tokens at the start a windowed group keeps for good
+  // (attention sinks, kv::KvGroupLayout::sinks()).
   KvCacheManager(int32_t n_blocks, int32_t block_size, bool enable_prefix_caching,
-                 std::span<const int64_t> group_windows = {});
+                 std::span<const int64_t> group_windows = {},
+                 std::span<const int64_t> group_sinks = {});
   ~KvCacheManager();
   KvCacheManager(const KvCacheManager&) = delete;
   KvCacheManager& operator=(const KvCacheManager&) = delete;
@@ -103,6 +108,13 @@ class KvCacheManager {
   // holds also loses its registered key. n_tokens beyond the table's positions is refused, and so
   // is a rollback that would need blocks a windowed group has already given back.
   void truncate(int64_t seq_id, int64_t n_tokens);
+
+  // Gives back block index b of every group (H2O-style eviction, kv/heavy_hitters.h): its entry
+  // becomes kNoBlock and attention skips it. The sequence's blocks computed from then on depend
+  // on what was evicted, so none of them is registered for prefix caching. b must be a held
+  // block of the sequence that is not written again (the caller's policy keeps the recent
+  // window); else llms::Error(kInvalidArgument).
+  void evict_block(int64_t seq_id, int64_t b);
 
   // New sequence `child` sharing all of `parent`'s blocks (ref counts + 1) and its hash chain.
   void fork(int64_t parent, int64_t child);

@@ -28,6 +28,13 @@ class CpuRunner final : public ModelRunner {
   size_t kv_bytes() const override;
   void reserve(int32_t max_tokens, int32_t max_logit_rows) override;
   void limit_output_rows(int32_t n) override { model_.limit_output_rows(n); }
+  void set_streaming_attention(int64_t window, int64_t sinks) override {
+    model_.set_streaming_attention(window, sinks);
+  }
+  void track_attention_mass(bool on) override { model_.track_attention_mass(on); }
+  std::span<const float> attention_mass(size_t slice) const override {
+    return model_.attention_mass(slice);
+  }
   void copy_blocks(std::span<const kv::BlockCopy> copies) override;
   void copy_slots(std::span<const kv::SlotCopy> copies) override;
   LogitsView execute(const kv::StepBatch& batch) override;

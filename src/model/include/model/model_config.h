@@ -54,14 +54,33 @@ struct ModelConfig {
   // "mixture of experts ('llama.expert_count' = 8)"); the Transformer refuses a non-empty list.
   std::vector<std::string> unsupported;
   double rms_norm_eps = 1e-6;
-  uint64_t sliding_window = 0;     // 0: no sliding-window layers
-  std::vector<bool> is_sliding;    // per layer
+  uint64_t sliding_window = 0;   // 0: no sliding-window layers
+  std::vector<bool> is_sliding;  // per layer
+  // Attention sinks plus a recent window (StreamingLLM; off while streaming_window is 0): every
+  // full-attention layer attends to the first attention_sinks tokens and the last
+  // streaming_window ones, scoring the sinks as if they sat just before the window (positions in
+  // that cache), so a stream can go on past the training context. Set by
+  // set_streaming_attention(); sliding-window layers keep their own window.
+  uint64_t streaming_window = 0;
+  uint64_t attention_sinks = 0;
   bool has_output_weight = false;  // false: output projection tied to the token embedding
 
   static ModelConfig from_gguf(const gguf::GgufFile& file);
   // From a Hugging Face config.json (Gemma 3's nested text_config included); the architecture is
   // the GGUF name ("qwen2", "llama", "gemma3", ...) for the model_type.
   static ModelConfig from_hf(const gguf::HfModelDir& dir);
+
+  // Validates and sets the policy above: window >= 1 (0 with sinks 0: off), sinks >= 0 and
+  // window + sinks within the training context. Throws llms::Error(kInvalidArgument) naming
+  // streaming_window or attention_sinks.
+  void set_streaming_attention(int64_t window, int64_t sinks);
+  // The window a layer attends over (0: the whole context) and the sinks it keeps besides.
+  uint64_t attention_window(size_t layer) const {
+    return is_sliding[layer] ? sliding_window : streaming_window;
+  }
+  uint64_t attention_sinks_of(size_t layer) const {
+    return is_sliding[layer] ? 0 : attention_sinks;
+  }
 
   // The KV-cache shape of this model (per layer heads, widths and windows).
   kv::KvShape kv_shape() const;

@@ -63,6 +63,17 @@ class ModelRunner {
   // n_vocab()); LogitsView::n_vocab then says the rows' width. A draft model's reduced head.
   virtual void limit_output_rows(int32_t n) = 0;
 
+  // Attention sinks plus a recent window for every full-attention layer (StreamingLLM;
+  // ModelConfig::set_streaming_attention validates and throws). Before allocate_kv(): the
+  // windows decide the cache groups (ModelConfig::windowed_kv_layout()).
+  virtual void set_streaming_attention(int64_t window, int64_t sinks) = 0;
+
+  // While on, execute() also reports the attention mass each KV block drew in the step (H2O
+  // eviction, kv/heavy_hitters.h): attention_mass(i) is, for the batch's i-th sequence, per
+  // block index, the softmax weight of that block's keys summed over layers, heads and queries.
+  virtual void track_attention_mass(bool on) = 0;
+  virtual std::span<const float> attention_mass(size_t slice) const = 0;
+
   virtual void copy_blocks(std::span<const kv::BlockCopy> copies) = 0;
   // Moves single tokens' keys and values, in order (speculative decoding keeps a branch of a
   // token tree: its nodes move to the slots of a plain run).

@@ -10,6 +10,7 @@
 
 #include <list>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "gguf/gguf_file.h"
@@ -72,6 +73,15 @@ class Transformer {
   // calibrated already. The same model gets the same factors on every run on one machine.
   void calibrate_key_smoothing(KvStorage& kv);
 
+  // Attention sinks plus a recent window for every full-attention layer (StreamingLLM;
+  // ModelConfig::set_streaming_attention, which validates; window 0: off).
+  void set_streaming_attention(int64_t window, int64_t sinks);
+
+  // While on, forward() also sums the attention mass each KV block draws (model/paged_attention.h
+  // AttentionMass; H2O eviction): attention_mass(i) is slice i's, per block index.
+  void track_attention_mass(bool on) { track_mass_ = on; }
+  std::span<const float> attention_mass(size_t slice) const;
+
  private:
   struct Buffers {
     int32_t max_tokens = 0;
@@ -80,6 +90,9 @@ class Transformer {
     // Per token of the step: cos and sin of each rotated pair (head_dim / 2), for the model's
     // RoPE and for the sliding-window layers' own (Gemma 3).
     std::vector<float> rope_cos, rope_sin, rope_cos_local, rope_sin_local;
+    // With attention sinks: each query rotated at its position in the cache of sinks and
+    // window, and those angles.
+    std::vector<float> q_sink, rope_cos_sink, rope_sin_sink;
   };
 
   void embed(const kv::StepBatch& batch);
@@ -104,6 +117,9 @@ class Transformer {
   kernels::MatmulScratch scratch_;
   Buffers buf_;
   std::unique_ptr<PagedAttention> attention_;
+  bool track_mass_ = false;
+  std::vector<float> block_mass_;
+  std::vector<size_t> mass_offset_;  // per slice, then the total
 };
 
 }  // namespace llms::model
