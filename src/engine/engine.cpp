@@ -88,10 +88,10 @@ Engine::Impl::Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& token
   h2o = kv::HeavyHitterBudget{config.h2o_budget, config.h2o_recent};
   h2o.validate(config.block_size);
   if (h2o.enabled()) {
-    if (streaming || !config.hybrid_kv_cache || model_config.windowed_kv_layout().has_window()) {
+    if (streaming || model_config.windowed_kv_layout().has_window()) {
       throw Error(Error::Kind::kInvalidArgument,
-                  "h2o_budget: heavy-hitter eviction needs a model without sliding-window layers, "
-                  "no streaming_window and the hybrid KV cache");
+                  "h2o_budget: heavy-hitter eviction needs a model without sliding-window layers "
+                  "and no streaming_window");
     }
     runner->track_attention_mass(true);
   }
@@ -393,6 +393,9 @@ void Engine::Impl::process_rows(const sched::ScheduledSequence& s, const model::
     for (int32_t i = 1; i < request.params.n; ++i) {
       Sample child = make_sample(request, i);
       scheduler->fork(s.seq_id, child.seq_id);
+      if (auto scores = h2o_scores.find(s.seq_id); scores != h2o_scores.end()) {
+        h2o_scores[child.seq_id] = scores->second;  // the shared prompt's attention so far
+      }
       seqs[child.seq_id] = SeqRef{&request, i};
       request.samples.push_back(std::move(child));
     }
@@ -628,8 +631,8 @@ void Engine::validate(const GenerationRequest& request) const {
                             "tokens, but {} were requested ({} in the prompt, {} to generate)",
                             limit, n_prompt + request.max_tokens, n_prompt, request.max_tokens));
   }
-  const int64_t n_blocks_needed = e.kv_cache->blocks_for_sequence(
-      n_prompt + request.max_tokens, e.config.scheduler.max_num_batched_tokens);
+  const int64_t n_blocks_needed = e.kv_cache->blocks_for_sequence(n_prompt + request.max_tokens,
+                                                                  e.scheduler->max_step_tokens());
   if (n_blocks_needed > e.pool_info.n_blocks) {
     throw Error(
         Error::Kind::kInvalidArgument,
@@ -697,13 +700,17 @@ double Engine::kv_waste() const {
   int64_t used = 0;
   for (const auto& [seq_id, ref] : impl_->seqs) {
     if (!impl_->scheduler->has_sequence(seq_id) || !impl_->kv_cache->has_sequence(seq_id)) continue;
-    // Per cache group: a windowed group's blocks before its window are given back, not wasted.
-    const kv::KvCacheManager& kv = *impl_->kv_cache;
-    allocated += static_cast<int64_t>(kv.n_blocks_held(seq_id)) * impl_->config.block_size;
+    // Per held block (any group): its slots against the computed tokens in them. Blocks a
+    // window or an eviction gave back are neither.
+    const std::span<const kv::BlockId> table = impl_->kv_cache->block_table(seq_id);
+    const int64_t bs = impl_->config.block_size;
+    const int64_t n_groups = impl_->kv_cache->n_groups();
     const int32_t n_computed = impl_->scheduler->info(seq_id).n_computed;
-    for (int64_t w : impl_->kv_layout.windows()) {
-      const int64_t bs = impl_->config.block_size;
-      used += w > 0 ? n_computed - std::max<int64_t>(0, n_computed - w + 1) / bs * bs : n_computed;
+    for (size_t i = 0; i < table.size(); ++i) {
+      if (table[i] == kv::kNoBlock) continue;
+      const int64_t first = static_cast<int64_t>(i) / n_groups * bs;
+      allocated += bs;
+      used += std::clamp<int64_t>(n_computed - first, 0, bs);
     }
   }
   return allocated > 0 ? static_cast<double>(allocated - used) / static_cast<double>(allocated)

@@ -49,7 +49,7 @@ void Engine::Impl::make_proposer(int32_t n_blocks) {
     const tokenizer::Tokenizer draft_tok = tokenizer::Tokenizer::from_gguf(draft_file);
     check_same_vocabulary(tok, draft_tok);
     // The draft's matrices are copied into memory of their own (as the target's are), and its
-    // KV pool holds as many tokens as the target's: refuse what cannot fit while nothing runs.
+    // KV pool has as many blocks as the target's: refuse what cannot fit while nothing runs.
     const int64_t available = available_memory_bytes();
     const auto weights = static_cast<int64_t>(draft_file.file_size());
     if (available > 0 && weights > available) {

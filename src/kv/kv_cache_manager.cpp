@@ -109,7 +109,7 @@ struct KvCacheManager::Impl {
       int64_t& first = seq.first_held[static_cast<size_t>(g)];
       for (; first < keep_from; ++first) {
         BlockId& b = entry(seq, first, g);
-        pool.release(b);
+        if (b != kNoBlock) pool.release(b);
         b = kNoBlock;
       }
     }
@@ -381,6 +381,9 @@ void KvCacheManager::evict_block(int64_t seq_id, int64_t b) {
   Impl::Sequence& seq = Impl::get(m, seq_id, "evict_block");
   if (b < 0 || b >= seq.n_indices(m.n_groups)) {
     invalid("evict_block: " + seq_name(seq_id) + " has no block index " + std::to_string(b));
+  }
+  for (int64_t w : m.windows) {
+    if (w > 0) invalid("evict_block: cache groups with a window give blocks back themselves");
   }
   for (int32_t g = 0; g < m.n_groups; ++g) {
     if (m.entry(seq, b, g) == kNoBlock) {

@@ -60,7 +60,8 @@ void StepBatch::validate(int32_t block_size, int32_t n_blocks_total) const {
            " cache groups");
     }
     for (int64_t b = 0; b < entries_needed; ++b) {
-      // -1: given back by a windowed group (attention checks it never reads one).
+      // -1: given back (a window's or an eviction's); attention skips it and refuses to write
+      // into it.
       if (s.block_table[b] < -1 || s.block_table[b] >= n_blocks_total) {
         fail(where + " names block " + std::to_string(s.block_table[b]) + " outside the pool");
       }

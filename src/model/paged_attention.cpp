@@ -410,7 +410,9 @@ void PagedAttention::run_tile(const ModelConfig& config, size_t layer, const kv:
       if (mass != nullptr) {
         for (int32_t r = 0; r < n_rows; ++r) {
           if (s.key_begin[r] >= s.key_end[r] || std::isinf(s.max[r])) continue;
-          const float grown = s.sum[r] - s.prev_sum[r] * std::exp(s.prev_max[r] - s.max[r]);
+          // A difference of two sums: clamped, as rounding can take a tiny share below zero.
+          const float grown =
+              std::max(0.0f, s.sum[r] - s.prev_sum[r] * std::exp(s.prev_max[r] - s.max[r]));
           s.mass_records.push_back({static_cast<int32_t>(b), r, grown, s.max[r]});
         }
       }

@@ -364,9 +364,12 @@ void Transformer::attention_block(size_t layer, const kv::StepBatch& batch, KvSt
     kernels::rope_apply(k, n_kv, hd, cs, sn, mode);
   });
 
-  const AttentionMass mass{block_mass_.data(),
-                           std::span<const size_t>(mass_offset_).first(batch.sequences.size()),
-                           block_mass_.size()};
+  AttentionMass mass;
+  if (track_mass_) {  // forward() sized the offsets for this batch
+    mass = AttentionMass{block_mass_.data(),
+                         std::span<const size_t>(mass_offset_).first(batch.sequences.size()),
+                         block_mass_.size()};
+  }
   attention_->run(c, layer, batch, kv, buf_.q.data(), sinks ? buf_.q_sink.data() : nullptr,
                   buf_.k.data(), buf_.v.data(), buf_.attn.data(), *pool_,
                   track_mass_ ? &mass : nullptr);

@@ -136,13 +136,8 @@ void Scheduler::add(int64_t seq_id, std::vector<int32_t> prompt, int32_t max_new
              std::to_string(max_new_tokens) + ") = " + std::to_string(n_total) +
              " exceeds max_model_len " + std::to_string(config_.max_model_len));
   }
-  // Prefill chunks are at most one step's budget (windowed cache groups hold one step beyond
-  // their window while it runs).
-  const int32_t max_step =
-      config_.long_prefill_token_threshold > 0
-          ? std::min(config_.long_prefill_token_threshold, config_.max_num_batched_tokens)
-          : config_.max_num_batched_tokens;
-  const int32_t n_blocks_needed = kv_.blocks_for_sequence(n_total, std::max(max_step, 1));
+  // Windowed cache groups hold one step beyond their window while it runs.
+  const int32_t n_blocks_needed = kv_.blocks_for_sequence(n_total, max_step_tokens());
   if (n_blocks_needed > kv_.n_blocks()) {
     fail(Error::Kind::kInvalidArgument,
          id_str(seq_id) + ": prompt (" + std::to_string(n_prompt) + " tokens) + max_new_tokens (" +
@@ -196,6 +191,14 @@ void Scheduler::fork(int64_t parent, int64_t child) {
   kv_.fork(parent, child);
   st.running.insert(c.key);
   st.seqs.emplace(child, std::move(c));
+}
+
+int32_t Scheduler::max_step_tokens() const {
+  const int32_t step =
+      config_.long_prefill_token_threshold > 0
+          ? std::min(config_.long_prefill_token_threshold, config_.max_num_batched_tokens)
+          : config_.max_num_batched_tokens;
+  return std::max(step, 1);
 }
 
 SchedulerOutput Scheduler::schedule() {

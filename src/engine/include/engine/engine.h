@@ -81,7 +81,7 @@ struct EngineConfig {
   bool check_invariants = false;
   // Speculative decoding (off by default). Method kDraft needs draft_file: a model with the
   // same tokenizer (refused at start naming the first token that differs), which must outlive
-  // the engine; its KV pool holds as many tokens as the target's.
+  // the engine; its KV pool has as many blocks as the target's.
   spec::SpeculativeConfig speculative;
   const gguf::GgufFile* draft_file = nullptr;
   // Fault injection for tests: a step whose batch holds this token id throws inside the model

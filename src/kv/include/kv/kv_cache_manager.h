@@ -112,8 +112,9 @@ class KvCacheManager {
   // Gives back block index b of every group (H2O-style eviction, kv/heavy_hitters.h): its entry
   // becomes kNoBlock and attention skips it. The sequence's blocks computed from then on depend
   // on what was evicted, so none of them is registered for prefix caching. b must be a held
-  // block of the sequence that is not written again (the caller's policy keeps the recent
-  // window); else llms::Error(kInvalidArgument).
+  // block of the sequence and the manager must have no windowed group (else
+  // llms::Error(kInvalidArgument)); that b is not written again is the caller's policy (it keeps
+  // the recent window; allocate() refuses a write into a given-back block).
   void evict_block(int64_t seq_id, int64_t b);
 
   // New sequence `child` sharing all of `parent`'s blocks (ref counts + 1) and its hash chain.

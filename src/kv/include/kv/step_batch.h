@@ -19,7 +19,8 @@
 //
 // Cache groups (kv/kv_groups.h): with n_kv_groups > 1 a block table interleaves the groups'
 // tables, entry b * n_kv_groups + g for block index b of group g, and a windowed group's entries
-// before its window may be -1 (given back; attention never reads them).
+// before its window may be -1, as may any entry an H2O-style eviction gave back (attention skips
+// them; the KV manager's invariants keep a window's given-back entries outside every window).
 //
 // Invariants (checked by validate()): slices are disjoint, cover `tokens` in order, each has
 // n_query >= 1 and n_context >= n_query, its block table covers n_context positions, and
@@ -34,7 +35,7 @@
 namespace llms::kv {
 
 using BlockId = int32_t;
-// A block-table entry a windowed cache group has given back (the block fell out of its window).
+// A block-table entry given back: it fell out of a cache group's window, or was evicted.
 inline constexpr BlockId kNoBlock = -1;
 
 struct SequenceSlice {

@@ -79,6 +79,9 @@ class Scheduler {
   Scheduler(SchedulerConfig config, kv::KvCacheManager& kv);
 
   const SchedulerConfig& config() const { return config_; }
+  // The most tokens one sequence computes in a step (a prefill chunk: the budget, or
+  // long_prefill_token_threshold when smaller).
+  int32_t max_step_tokens() const;
 
   // Queues a new sequence. Throws llms::Error(kInvalidArgument) with the numbers when the prompt
   // is empty or prompt + max_new_tokens exceeds max_model_len or the whole KV pool.
