@@ -489,5 +489,33 @@ TEST(KvTruncate, RandomOperationsKeepInvariantsAndContents) {
   }
 }
 
+// With a windowed cache group (window 8, blocks of 4) a rollback may not reach back past what the
+// window gave back: 20 committed tokens leave group 1 holding block indices 3 and 4 (the next
+// query, at 20, sees 13-20), so a rollback to 19 (sees 12-19, block 3 on) is fine and one to 18
+// (sees 11-18, block 2 on) is refused and changes nothing. The full group keeps everything.
+TEST(KvTruncate, AWindowedGroupRefusesARollbackPastWhatItGaveBack) {
+  const std::vector<int64_t> windows = {0, 8};
+  KvCacheManager kv(32, 4, /*enable_prefix_caching=*/true, windows);
+  prefill(kv, 1, iota_tokens(20, 1));
+  std::vector<BlockId> table = table_of(kv, 1);
+  ASSERT_EQ(table.size(), 10u);  // 5 block indices x 2 groups
+  for (int b = 0; b < 5; ++b) EXPECT_NE(table[static_cast<size_t>(2 * b)], kNoBlock) << b;
+  for (int b = 0; b < 3; ++b) EXPECT_EQ(table[static_cast<size_t>(2 * b + 1)], kNoBlock) << b;
+  EXPECT_NE(table[7], kNoBlock);
+  EXPECT_NE(table[9], kNoBlock);
+  EXPECT_EQ(kv.n_free_blocks(), 32 - 7);
+
+  expect_invalid([&] { kv.truncate(1, 18); }, "were given back");
+  EXPECT_EQ(table_of(kv, 1), table);
+  kv.check_invariants();
+  kv.truncate(1, 19);  // same blocks: the last one is rewritten from slot 3
+  EXPECT_EQ(table_of(kv, 1), table);
+  kv.check_invariants();
+  expect_invalid([&] { kv.truncate(1, 16); }, "were given back");  // 16 sees 9-16: block 2 on
+  kv.free(1);
+  kv.check_invariants();
+  EXPECT_EQ(kv.n_free_blocks(), 32);
+}
+
 }  // namespace
 }  // namespace llms::kv
