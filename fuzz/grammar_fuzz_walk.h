@@ -14,10 +14,12 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "structured/grammar.h"
 #include "structured/matcher.h"
+#include "util/error.h"
 
 namespace llms::structured::fuzzing {
 
@@ -54,9 +56,24 @@ inline CompileLimits fuzz_limits() {
   return CompileLimits{std::chrono::milliseconds(300), 300'000};
 }
 
-// Walks up to `steps` tokens chosen by the input's bytes.
+// Walks up to `steps` tokens chosen by the input's bytes. A mask whose lazy walk over the
+// vocabulary exceeds its own budget is refused with llms::Error(kInvalidArgument, "constraint too
+// complex: ...") (the engine then ends that request); that ends the walk, anything else fails.
+inline void walk_unguarded(const std::shared_ptr<const CompiledGrammar>& grammar,
+                           const uint8_t* data, size_t size, int steps);
+
 inline void walk(const std::shared_ptr<const CompiledGrammar>& grammar, const uint8_t* data,
                  size_t size, int steps) {
+  try {
+    walk_unguarded(grammar, data, size, steps);
+  } catch (const llms::Error& e) {
+    check(e.kind() == llms::Error::Kind::kInvalidArgument &&
+          std::string_view(e.what()).find("constraint too complex") != std::string_view::npos);
+  }
+}
+
+inline void walk_unguarded(const std::shared_ptr<const CompiledGrammar>& grammar,
+                           const uint8_t* data, size_t size, int steps) {
   const TokenIndex& index = token_index(*grammar);
   Matcher m(grammar);
   std::vector<uint32_t> words(static_cast<size_t>(index.n_mask_words()));
