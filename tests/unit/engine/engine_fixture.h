@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -16,6 +17,7 @@
 #include "model/tiny_model.h"
 #include "temp_dir.h"
 #include "tokenizer/tokenizer.h"
+#include "util/error.h"
 
 namespace llms::engine::testing_support {
 
@@ -54,8 +56,12 @@ inline std::vector<int32_t> ids_of(const std::vector<TokenOutput>& tokens) {
 
 class EngineTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new testing::TempDir();
+  static void SetUpTestSuite() { load_model(base_spec(), "tiny.gguf"); }
+
+  // The suite's model: qwen2, 2 layers of 64, 4 heads over 2 KV heads, 2,048 tokens of context,
+  // peaked logits (fewer near-ties in greedy decoding). Suites derived for other shapes change
+  // what they need and call load_model() from their own SetUpTestSuite.
+  static model::TinyModelSpec base_spec() {
     model::TinyModelSpec spec;
     spec.architecture = "qwen2";
     spec.n_layers = 2;
@@ -64,8 +70,12 @@ class EngineTest : public ::testing::Test {
     spec.n_heads = 4;
     spec.n_kv_heads = 2;
     spec.n_ctx = 2048;
-    spec.weight_stddev = 0.3f;  // peaked logits: fewer near-ties in greedy decoding
-    path_ = new std::filesystem::path(dir_->path() / "tiny.gguf");
+    spec.weight_stddev = 0.3f;
+    return spec;
+  }
+  static void load_model(const model::TinyModelSpec& spec, const char* file_name) {
+    dir_ = new testing::TempDir();
+    path_ = new std::filesystem::path(dir_->path() / file_name);
     model::write_tiny_model(spec, *path_);
     file_ = new gguf::GgufFile(gguf::GgufFile::open(*path_));
     tok_ = new tokenizer::Tokenizer(tokenizer::Tokenizer::from_gguf(*file_));
@@ -104,6 +114,32 @@ class EngineTest : public ::testing::Test {
     r.sampling.n_top_logprobs = 2;
     r.ignore_eos = true;
     return r;
+  }
+
+  // Constructing an engine with `c` is refused with kInvalidArgument naming `field`.
+  static void expect_refused(const EngineConfig& c, const std::string& field) {
+    try {
+      Engine e(*file_, *tok_, c);
+      ADD_FAILURE() << "accepted; expected a refusal naming " << field;
+    } catch (const Error& err) {
+      EXPECT_EQ(err.kind(), Error::Kind::kInvalidArgument);
+      EXPECT_NE(std::string(err.what()).find(field), std::string::npos) << err.what();
+    }
+  }
+
+  // Greedy tokens of a run among others against the same request's lone run: the same length,
+  // and where they first differ the lone run was at a near-tie. Returns 1 if they differ.
+  static int diverged_at_tie(const std::vector<TokenOutput>& got,
+                             const std::vector<TokenOutput>& alone, size_t request) {
+    EXPECT_EQ(got.size(), alone.size()) << "request " << request;
+    for (size_t t = 0; t < std::min(got.size(), alone.size()); ++t) {
+      if (got[t].id == alone[t].id) continue;
+      const auto& top = alone[t].top_logprobs;
+      EXPECT_LT(top[0].logprob - top[1].logprob, 1e-3f)
+          << "request " << request << " token " << t << " diverged off a tie";
+      return 1;  // after a legitimate divergence the continuations differ
+    }
+    return 0;
   }
 
   static void run_to_end(Engine& e) {

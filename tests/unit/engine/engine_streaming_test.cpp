@@ -31,20 +31,10 @@ constexpr uint32_t kContext = 128;
 class StreamingEngineTest : public EngineTest {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new testing::TempDir();
-    model::TinyModelSpec spec;
-    spec.architecture = "qwen2";
+    model::TinyModelSpec spec = base_spec();
     spec.n_layers = 1;
-    spec.n_embd = 64;
-    spec.n_ff = 128;
-    spec.n_heads = 4;
-    spec.n_kv_heads = 2;
     spec.n_ctx = kContext;
-    spec.weight_stddev = 0.3f;
-    path_ = new std::filesystem::path(dir_->path() / "tiny-1-layer.gguf");
-    model::write_tiny_model(spec, *path_);
-    file_ = new gguf::GgufFile(gguf::GgufFile::open(*path_));
-    tok_ = new tokenizer::Tokenizer(tokenizer::Tokenizer::from_gguf(*file_));
+    load_model(spec, "tiny-1-layer.gguf");
   }
 
   static EngineConfig streaming(int32_t n_blocks, int32_t budget = 32) {
@@ -140,35 +130,26 @@ TEST_F(StreamingEngineTest, WithoutSinksTheStreamDiffers) {
 }
 
 TEST_F(StreamingEngineTest, RefusesWindowsAndSinksOutOfRangeNamingTheFlag) {
-  auto refused = [&](EngineConfig c, const std::string& flag) {
-    try {
-      Engine e(*file_, *tok_, c);
-      ADD_FAILURE() << "accepted; expected a refusal naming " << flag;
-    } catch (const Error& err) {
-      EXPECT_EQ(err.kind(), Error::Kind::kInvalidArgument);
-      EXPECT_NE(std::string(err.what()).find(flag), std::string::npos) << err.what();
-    }
-  };
   EngineConfig c = streaming(8);
   c.streaming_window = kContext;  // + 4 sinks > the model's 128
-  refused(c, "streaming_window");
+  expect_refused(c, "streaming_window");
   c = streaming(8);
   c.streaming_window = -1;
-  refused(c, "streaming_window");
+  expect_refused(c, "streaming_window");
   c = streaming(8);
   c.streaming_window = 0;  // sinks without a window
-  refused(c, "attention_sinks");
+  expect_refused(c, "attention_sinks");
   c = streaming(8);
   c.attention_sinks = -2;
-  refused(c, "attention_sinks");
+  expect_refused(c, "attention_sinks");
   c = config(8);
   c.scheduler.max_model_len = 4 * kContext;  // past the context without streaming
-  refused(c, "max_model_len");
+  expect_refused(c, "max_model_len");
   c = streaming(8);
   c.speculative.method = spec::Method::kDraft;
   c.speculative.num_speculative_tokens = 2;
   c.draft_file = file_;
-  refused(c, "streaming_window");
+  expect_refused(c, "streaming_window");
 }
 
 }  // namespace
