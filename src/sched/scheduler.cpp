@@ -22,6 +22,7 @@
 #include "sched/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <set>
 #include <string>
@@ -83,6 +84,7 @@ struct Scheduler::State {
   uint64_t n_arrivals = 0;
   uint64_t n_orders = 0;
   int64_t n_preemptions_total = 0;
+  StepTimeModel step_time;
 
   Sequence& get(int64_t seq_id) {
     auto it = seqs.find(seq_id);
@@ -109,6 +111,22 @@ Scheduler::Scheduler(SchedulerConfig config, kv::KvCacheManager& kv)
   if (config_.max_model_len < 1 || config_.max_model_len > std::numeric_limits<int32_t>::max()) {
     fail(Error::Kind::kInvalidArgument,
          "max_model_len must be in [1, 2^31), got " + std::to_string(config_.max_model_len));
+  }
+  if (config_.max_long_partial_prefills < 1) {
+    fail(Error::Kind::kInvalidArgument, "max_long_partial_prefills must be >= 1, got " +
+                                            std::to_string(config_.max_long_partial_prefills));
+  }
+  if (!std::isfinite(config_.max_step_seconds) || config_.max_step_seconds > 3600.0) {
+    fail(Error::Kind::kInvalidArgument, "max_step_seconds must be finite and at most 3600, got " +
+                                            std::to_string(config_.max_step_seconds));
+  }
+  if (!(config_.itl_target_factor >= 1.0 && config_.itl_target_factor <= 1000.0)) {
+    fail(Error::Kind::kInvalidArgument, "itl_target_factor must be in [1, 1000], got " +
+                                            std::to_string(config_.itl_target_factor));
+  }
+  if (!(config_.min_prefill_share >= 0.0 && config_.min_prefill_share < 1.0)) {
+    fail(Error::Kind::kInvalidArgument,
+         "min_prefill_share must be in [0, 1), got " + std::to_string(config_.min_prefill_share));
   }
   if (config_.long_prefill_token_threshold < 0) {
     fail(Error::Kind::kInvalidArgument, "long_prefill_token_threshold must be >= 0, got " +
@@ -201,6 +219,56 @@ int32_t Scheduler::max_step_tokens() const {
   return std::max(step, 1);
 }
 
+namespace {
+
+// Max-min fair shares of `total` tokens over `demands` (each >= 1): a demand below an equal
+// share is met whole, the others split the rest evenly, the odd tokens going to the earliest.
+std::vector<int32_t> fair_shares(const std::vector<int32_t>& demands, int32_t total) {
+  const size_t n = demands.size();
+  std::vector<int32_t> shares(n, 0);
+  std::vector<size_t> by_demand(n);
+  for (size_t i = 0; i < n; ++i) by_demand[i] = i;
+  std::stable_sort(by_demand.begin(), by_demand.end(),
+                   [&](size_t a, size_t b) { return demands[a] < demands[b]; });
+  int64_t left = total;
+  size_t k = 0;
+  for (; k < n; ++k) {
+    const size_t i = by_demand[k];
+    if (static_cast<int64_t>(demands[i]) * static_cast<int64_t>(n - k) > left) break;
+    shares[i] = demands[i];
+    left -= demands[i];
+  }
+  if (k == n) return shares;
+  // Every demand from by_demand[k] on exceeds the level: each gets the level, and the earliest
+  // (in the given order) one token more while the remainder lasts.
+  const auto n_capped = static_cast<int64_t>(n - k);
+  const auto level = static_cast<int32_t>(left / n_capped);
+  int64_t extra = left - level * n_capped;
+  std::vector<bool> capped(n, false);
+  for (size_t j = k; j < n; ++j) capped[by_demand[j]] = true;
+  for (size_t i = 0; i < n; ++i) {
+    if (!capped[i]) continue;
+    shares[i] = level + (extra > 0 ? 1 : 0);
+    if (extra > 0) --extra;
+  }
+  return shares;
+}
+
+}  // namespace
+
+const StepTimeModel& Scheduler::step_time_model() const { return state_->step_time; }
+
+double Scheduler::step_time_target() const {
+  if (config_.max_step_seconds >= 0.0) return config_.max_step_seconds;
+  const StepTimeModel& m = state_->step_time;
+  if (!m.known()) return 0.0;
+  return config_.itl_target_factor * m.predict(StepShape{0, 1, 1});
+}
+
+void Scheduler::observe_step(const SchedulerOutput& output, double seconds) {
+  state_->step_time.observe(output.shape, seconds);
+}
+
 SchedulerOutput Scheduler::schedule() {
   State& st = *state_;
   SchedulerOutput out;
@@ -209,9 +277,10 @@ SchedulerOutput Scheduler::schedule() {
   std::unordered_set<int64_t> preempted_now;
   bool running_were_short = false;  // a running sequence preempted another (or itself)
 
-  const auto chunk_for = [&](const Sequence& s) {
+  // What a sequence may compute in one step, before the budget: the rest of its known tokens,
+  // capped by long_prefill_token_threshold.
+  const auto wanted = [&](const Sequence& s) {
     int32_t n = static_cast<int32_t>(s.tokens.size()) - s.n_computed;
-    n = std::min(n, budget);
     if (config_.long_prefill_token_threshold > 0)
       n = std::min(n, config_.long_prefill_token_threshold);
     return n;
@@ -239,7 +308,21 @@ SchedulerOutput Scheduler::schedule() {
     }
     return nullptr;
   };
-  const auto emit = [&](Sequence& s, int32_t n_new) {
+  // Allocates the blocks of a running sequence's next n_new tokens, preempting the latest
+  // running sequences as needed; false when `s` itself had to go.
+  const auto allocate_running = [&](Sequence& s, int32_t n_new) {
+    for (;;) {
+      if (kv_.allocate(s.key.seq_id, s.n_computed, int64_t{s.n_computed} + n_new, out.copies)) {
+        return true;
+      }
+      // `s` itself is running and unscheduled, so a victim always exists.
+      Sequence* victim = pick_victim([](const Sequence&) { return true; });
+      preempt(*victim);
+      running_were_short = true;
+      if (victim == &s) return false;
+    }
+  };
+  const auto emit = [&](Sequence& s, int32_t n_new, bool decodes) {
     ScheduledSequence ss;
     ss.seq_id = s.key.seq_id;
     ss.n_computed_before = s.n_computed;
@@ -250,40 +333,191 @@ SchedulerOutput Scheduler::schedule() {
     out.n_tokens += n_new;
     budget -= n_new;
     scheduled.insert(s.key.seq_id);
+    if (decodes) {
+      ++out.shape.decode_sequences;
+    } else {
+      out.shape.prompt_tokens += n_new;
+    }
+    out.shape.attended += attended_by_chunk(s.n_computed, n_new);
   };
   const auto n_scheduled = [&] { return static_cast<int32_t>(out.scheduled.size()); };
 
-  // 1. Running sequences, in policy order, without their drafts (set aside). Walk a snapshot:
-  // preemption edits the set.
+  // 1. Decode: running sequences whose output has begun and lacks only its next token, in
+  // policy order, without their drafts (set aside). The others (prefill or recompute left) wait
+  // for pass 2. Walk a snapshot: preemption edits the set.
   struct SetAside {
     size_t scheduled_index;
     std::vector<int32_t> drafts;
   };
   std::vector<SetAside> set_aside;
+  std::vector<int64_t> running_prefills;
   const std::vector<OrderKey> running_now(st.running.begin(), st.running.end());
   for (const OrderKey& key : running_now) {
-    if (budget <= 0 || n_scheduled() >= config_.max_num_seqs) break;
     Sequence& s = st.seqs.at(key.seq_id);
     if (!s.is_running) continue;  // preempted earlier in this step
+    const int32_t remaining = static_cast<int32_t>(s.tokens.size()) - s.n_draft - s.n_computed;
+    if (remaining > 1 || s.n_computed < s.n_prompt) {
+      running_prefills.push_back(key.seq_id);
+      continue;
+    }
+    if (budget <= 0 || n_scheduled() >= config_.max_num_seqs) continue;
     std::vector<int32_t> drafts(s.tokens.end() - s.n_draft, s.tokens.end());
     s.drop_drafts(s.n_draft);
-    const int32_t n_new = chunk_for(s);
-    if (n_new <= 0) continue;  // waiting for the engine to append its sampled token
-    for (;;) {
-      if (kv_.allocate(key.seq_id, s.n_computed, int64_t{s.n_computed} + n_new, out.copies)) {
-        if (!drafts.empty()) set_aside.push_back({out.scheduled.size(), std::move(drafts)});
-        emit(s, n_new);
-        break;
-      }
-      // `s` itself is running and unscheduled, so a victim always exists.
-      Sequence* victim = pick_victim([](const Sequence&) { return true; });
-      preempt(*victim);
-      running_were_short = true;
-      if (victim == &s) break;
-    }
+    if (remaining <= 0) continue;  // waiting for the engine to append its sampled token
+    if (!allocate_running(s, 1)) continue;
+    if (!drafts.empty()) set_aside.push_back({out.scheduled.size(), std::move(drafts)});
+    emit(s, 1, true);
   }
 
-  // 1b. Drafts: every running sequence has its step; what budget and free blocks are left go to
+  // 2. Prefill: running sequences with tokens left to compute, then waiting ones, share what the
+  // budget (and the step-time target) leaves, max-min fairly within each priority level.
+  // A waiting sequence's demand is taken before its cached prefix is looked up (the lookup
+  // registers it with the KV manager and pins its cached blocks, which must stay evictable while
+  // the running ones allocate); what its share exceeds its uncached tokens by passes on to the
+  // waiting sequences after it.
+  struct Candidate {
+    Sequence* seq;
+    bool waiting;
+    int32_t demand;
+  };
+  std::vector<Candidate> candidates;
+  const int32_t long_prompt = std::max(1, config_.max_num_batched_tokens / 4);
+  int32_t n_long = 0;
+  for (const int64_t id : running_prefills) {
+    Sequence& s = st.seqs.at(id);
+    if (!s.is_running) continue;
+    candidates.push_back({&s, false, wanted(s)});
+    if (static_cast<int32_t>(s.tokens.size()) - s.n_computed > long_prompt) ++n_long;
+  }
+  if (!running_were_short) {
+    int32_t slots = config_.max_num_seqs - static_cast<int32_t>(st.running.size());
+    for (const OrderKey& key : st.waiting) {
+      if (slots <= 0 || static_cast<int32_t>(candidates.size()) >= budget) break;
+      if (preempted_now.count(key.seq_id) != 0) break;  // freed this step: not back this step
+      Sequence& s = st.seqs.at(key.seq_id);
+      const bool is_long = static_cast<int32_t>(s.tokens.size()) > long_prompt;
+      if (is_long && n_long >= config_.max_long_partial_prefills) continue;
+      candidates.push_back({&s, true, wanted(s)});
+      if (is_long) ++n_long;
+      --slots;
+    }
+  }
+  // Max-min fair shares of `total` prompt tokens, level by level under kPriority.
+  const auto shares_of = [&](int32_t total) {
+    std::vector<int32_t> shares(candidates.size(), 0);
+    std::vector<size_t> order(candidates.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+      return candidates[x].seq->key.priority < candidates[y].seq->key.priority;
+    });
+    int32_t left = total;
+    for (size_t g = 0; g < order.size();) {
+      size_t end = g;
+      while (end < order.size() &&
+             candidates[order[end]].seq->key.priority == candidates[order[g]].seq->key.priority) {
+        ++end;
+      }
+      std::vector<int32_t> demands;
+      for (size_t k = g; k < end; ++k) demands.push_back(candidates[order[k]].demand);
+      const std::vector<int32_t> level = fair_shares(demands, left);
+      for (size_t k = g; k < end; ++k) {
+        shares[order[k]] = level[k - g];
+        left -= level[k - g];
+      }
+      g = end;
+    }
+    return shares;
+  };
+  int32_t prefill_tokens = std::max(0, budget);
+  if (!candidates.empty() && out.shape.decode_sequences > 0) {
+    const double target = step_time_target();
+    const StepTimeModel& model = st.step_time;
+    if (target > 0.0 && model.known()) {
+      double limit = target;
+      if (config_.max_step_seconds < 0.0) {
+        // Derived targets leave the prompts at least min_prefill_share of a step.
+        limit = std::max(limit, model.predict(out.shape) / (1.0 - config_.min_prefill_share));
+      }
+      out.target_seconds = limit;
+      // The step's predicted time with the chunks of `total` prompt tokens.
+      const auto predicted = [&](int32_t total) {
+        const std::vector<int32_t> shares = shares_of(total);
+        StepShape shape = out.shape;
+        for (size_t i = 0; i < candidates.size(); ++i) {
+          if (shares[i] == 0) continue;
+          const Sequence& s = *candidates[i].seq;
+          shape.prompt_tokens += shares[i];
+          shape.attended += attended_by_chunk(s.n_computed, shares[i]);
+          if (s.n_computed + shares[i] == static_cast<int32_t>(s.tokens.size())) {
+            ++shape.decode_sequences;  // it samples: the output head and a sampler
+          }
+        }
+        return model.predict(shape);
+      };
+      // The most prompt tokens predicted to fit (the prediction grows with them), at least one.
+      int32_t lo = 0;
+      int32_t hi = prefill_tokens;
+      while (lo < hi) {
+        const int32_t mid = lo + (hi - lo + 1) / 2;
+        if (predicted(mid) <= limit) {
+          lo = mid;
+        } else {
+          hi = mid - 1;
+        }
+      }
+      if (lo == 0 && prefill_tokens > 0) {
+        lo = 1;
+        out.target_unreachable = true;
+      }
+      prefill_tokens = lo;
+    }
+  }
+  const std::vector<int32_t> shares = shares_of(prefill_tokens);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    Sequence& s = *candidates[i].seq;
+    if (candidates[i].waiting || !s.is_running || shares[i] == 0) continue;
+    if (n_scheduled() >= config_.max_num_seqs) break;
+    if (allocate_running(s, shares[i])) emit(s, shares[i], false);
+  }
+  int32_t surplus = 0;  // share left over by waiting sequences whose prefix was cached
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    Sequence& s = *candidates[i].seq;
+    if (!candidates[i].waiting) continue;
+    const int32_t share = shares[i] + surplus;
+    if (running_were_short || share == 0 || n_scheduled() >= config_.max_num_seqs) break;
+    const int32_t cached = kv_.add_sequence(s.key.seq_id, s.tokens, s.extra_key);
+    s.n_computed = cached;
+    if (wanted(s) <= 0) {  // add_sequence() promises to leave at least one token to compute
+      fail(Error::Kind::kInternal, "kv cache returned " + std::to_string(cached) +
+                                       " cached tokens for " + id_str(s.key.seq_id) + " of " +
+                                       std::to_string(s.tokens.size()) + " tokens");
+    }
+    const int32_t n_new = std::min(share, wanted(s));
+    bool admitted = false;
+    for (;;) {
+      if (kv_.allocate(s.key.seq_id, s.n_computed, int64_t{s.n_computed} + n_new, out.copies)) {
+        admitted = true;
+        break;
+      }
+      if (config_.policy != Policy::kPriority) break;
+      Sequence* victim = pick_victim([&](const Sequence& v) { return v.priority > s.priority; });
+      if (victim == nullptr) break;
+      preempt(*victim);
+    }
+    if (!admitted) {  // no later sequence overtakes one refused for lack of blocks
+      kv_.free(s.key.seq_id);
+      s.n_computed = 0;
+      break;
+    }
+    surplus = share - n_new;
+    s.n_cached_prefix = cached;
+    s.is_running = true;
+    st.waiting.erase(s.key);
+    st.running.insert(s.key);
+    emit(s, n_new, false);
+  }
+
+  // 3. Drafts: every running sequence has its step; what budget and free blocks are left go to
   // the drafts set aside, in the same order, as many of each as fit (the rest are dropped).
   for (SetAside& a : set_aside) {
     ScheduledSequence& ss = out.scheduled[a.scheduled_index];
@@ -298,43 +532,8 @@ SchedulerOutput Scheduler::schedule() {
     ss.n_draft = n;
     out.n_tokens += n;
     budget -= n;
-  }
-
-  // 2. Waiting sequences, in policy order (none if the running ones were short of blocks).
-  while (!running_were_short && budget > 0 && !st.waiting.empty() &&
-         static_cast<int32_t>(st.running.size()) < config_.max_num_seqs) {
-    const OrderKey key = *st.waiting.begin();
-    Sequence& s = st.seqs.at(key.seq_id);
-    if (preempted_now.count(key.seq_id) != 0) break;  // freed this step: not back this step
-    const int32_t cached = kv_.add_sequence(key.seq_id, s.tokens, s.extra_key);
-    s.n_computed = cached;
-    const int32_t n_new = chunk_for(s);
-    if (n_new <= 0) {  // add_sequence() promises to leave at least one token to compute
-      fail(Error::Kind::kInternal, "kv cache returned " + std::to_string(cached) +
-                                       " cached tokens for " + id_str(key.seq_id) + " of " +
-                                       std::to_string(s.tokens.size()) + " tokens");
-    }
-    bool admitted = false;
-    for (;;) {
-      if (kv_.allocate(key.seq_id, s.n_computed, int64_t{s.n_computed} + n_new, out.copies)) {
-        admitted = true;
-        break;
-      }
-      if (config_.policy != Policy::kPriority) break;
-      Sequence* victim = pick_victim([&](const Sequence& v) { return v.priority > s.priority; });
-      if (victim == nullptr) break;
-      preempt(*victim);
-    }
-    if (!admitted) {
-      kv_.free(key.seq_id);
-      s.n_computed = 0;
-      break;
-    }
-    s.n_cached_prefix = cached;
-    s.is_running = true;
-    st.waiting.erase(key);
-    st.running.insert(key);
-    emit(s, n_new);
+    out.shape.prompt_tokens += n;
+    out.shape.attended += attended_by_chunk(end, n);
   }
   return out;
 }

@@ -398,8 +398,8 @@ TEST(Scheduler, AbortInEveryStateLeavesTheCacheConsistent) {
   Scheduler sched(make_config(8, 8), kv);
   FakeEngine eng(sched, kv);
   eng.add(1, iota_tokens(20, 100), 8);  // prefill: 8, 8, 4
-  eng.add(2, iota_tokens(3, 200), 8);   // waits behind it
   eng.step();
+  eng.add(2, iota_tokens(3, 200), 8);  // waiting: no step has seen it yet
   EXPECT_TRUE(sched.info(1).is_running);
   EXPECT_EQ(sched.info(1).n_computed, 8);  // mid-prefill
   EXPECT_FALSE(sched.info(2).is_running);

@@ -2,11 +2,27 @@
 //
 // Each sequence has its known tokens (prompt, then output appended by the engine) and
 // n_computed, how many of them are in the KV cache. Every step closes part of that gap under a
-// token budget: running sequences first (a decode token, or the next chunk of an unfinished
-// prefill), then waiting ones in policy order, while max_num_batched_tokens and max_num_seqs
-// allow. A long prompt is split into chunks (chunked prefill), so decoding keeps flowing.
+// token budget, in three passes:
+//  1. decode: every running sequence whose next token is all it lacks (its output has begun)
+//     gets that token, in policy order;
+//  2. prefill: running sequences with a prompt (or a recompute) still to compute, then waiting
+//     ones in policy order, share the budget left max-min fairly (a prompt that needs less than
+//     an equal share takes what it needs, the rest split the remainder evenly, the odd tokens to
+//     the earliest): several long prompts advance together, so none waits behind another's
+//     whole prefill, and a short one finishes in the step it arrives. At most
+//     max_long_partial_prefills prompts longer than a quarter of the budget prefill at once (in
+//     policy order; a short prompt may pass a long one held back by that limit, never one held
+//     back for lack of blocks);
+//  3. drafts (below).
 // There is no prefill or decode mode: a prefix-cache hit, a recompute after preemption and a
 // decode step are the same rule.
+//
+// Stall-free batching (Sarathi-Serve): a step that carries decode work must not keep the streams
+// waiting for a long prefill chunk. With a step-time target (max_step_seconds, or one derived
+// from the measured decode step), pass 2 takes only as many prompt tokens as the step-time model
+// (sched/step_time_model.h, fitted by the engine's observe_step() calls) predicts fit under the
+// target beside pass 1's work, and at least one, so a prompt always progresses (the step then
+// says the target was out of reach). A step without decode work runs at the full budget.
 //
 // Out of KV blocks while scheduling a running sequence: the lowest-priority, latest-arrived
 // running sequence is preempted (its blocks freed, n_computed reset; its tokens, output
@@ -20,6 +36,8 @@
 // hands the budget and free blocks left to the drafts, as many of each sequence's as fit, and
 // drops the rest; preemption drops them all. Their blocks are not committed
 // to the prefix cache until accept_draft() keeps them; the rejected ones are rolled back there.
+// Drafts are not held to the step-time target (the engine's draft-length policy weighs their
+// cost itself).
 //
 // Policies: kFcfs (arrival order) or kPriority (lower value first, as vLLM; ties by arrival).
 // Under kPriority a waiting sequence may preempt running ones of strictly lower priority.
@@ -31,6 +49,7 @@
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
+#include "sched/step_time_model.h"
 
 namespace llms::sched {
 
@@ -44,6 +63,16 @@ struct SchedulerConfig {
   // Largest prefill chunk one sequence may take in one step (0: only the budget limits it), so
   // one long prompt cannot take a whole step from other waiting prompts.
   int32_t long_prefill_token_threshold = 0;
+  // Prompts longer than a quarter of max_num_batched_tokens that may prefill at once (>= 1).
+  int32_t max_long_partial_prefills = 4;
+  // The step-time target of a step that carries decode work, in seconds (stall-free batching):
+  // > 0 a fixed target; 0 none (only the token budget limits a step); < 0 derived from the
+  // step-time model: itl_target_factor x a one-sequence decode step, but at least enough that
+  // the step's decode work takes at most 1 - min_prefill_share of it, so a large decode batch
+  // cannot starve the prompts.
+  double max_step_seconds = 0.0;
+  double itl_target_factor = 2.0;
+  double min_prefill_share = 0.75;
 };
 
 struct ScheduledSequence {
@@ -62,6 +91,11 @@ struct SchedulerOutput {
   std::vector<int64_t> preempted;            // preempted during this schedule() call
   std::vector<kv::BlockCopy> copies;         // copy-on-write: do these before the forward pass
   int32_t n_tokens = 0;                      // sum of n_new
+  StepShape shape;                           // the step in the step-time model's terms
+  double target_seconds = 0.0;  // the step-time target this step was sized for (0: none)
+  // Even one prompt token beside the decode work was predicted to exceed the target; the step
+  // took one anyway so prompts progress.
+  bool target_unreachable = false;
   bool empty() const { return scheduled.empty(); }
 };
 
@@ -94,6 +128,13 @@ class Scheduler {
 
   // Decides the next step; allocates KV blocks for it. Empty when nothing can run.
   SchedulerOutput schedule();
+
+  // The wall time of the step `output` described (scheduling to the hand-off of its tokens),
+  // for the step-time model that sizes prefill chunks under the target.
+  void observe_step(const SchedulerOutput& output, double seconds);
+  const StepTimeModel& step_time_model() const;
+  // The target a step with decode work is sized for now, in seconds (0: none, or not known yet).
+  double step_time_target() const;
 
   // After the forward pass of `output`: every scheduled sequence's n_computed advances by n_new
   // and completed blocks are committed to the prefix cache.
