@@ -11,6 +11,8 @@
 //    (warm, prefix-cache hits);
 //  - KV waste: allocated token slots minus the slots holding tokens, over allocated, sampled at
 //    the end of a run of mixed-length requests.
+// With --mixed it runs instead the mixed load of mixed_load_bench.h: streams decoding while long
+// prompts arrive, their inter-token latencies and TTFTs under each --mixed-itl-ms target.
 // With --json-schema FILE, --regex R or --grammar FILE every request is constrained (structured
 // output), so the cost of the masks shows against the same run without them.
 #include "bench_engine_command.h"
@@ -30,6 +32,7 @@
 #include "engine/engine.h"
 #include "engine_options.h"
 #include "gguf/gguf_file.h"
+#include "mixed_load_bench.h"
 #include "model_registry.h"
 #include "structured_options.h"
 #include "tokenizer/tokenizer.h"
@@ -53,6 +56,9 @@ struct BenchEngineOptions {
   int32_t waste_requests = 48;
   bool skip_prefix = false;
   bool skip_waste = false;
+  bool mixed = false;
+  std::string mixed_itl_targets = "off,auto";
+  MixedLoadOptions mixed_load;
   StructuredOptions structured;
   EngineOptions engine;
 };
@@ -226,6 +232,21 @@ int run_bench_engine(const BenchEngineOptions& o) {
   engine::EngineConfig config = eo.to_config();
   const auto draft = open_draft_model(eo.speculative, o.cache_dir);
   config.draft_file = draft.get();
+  if (o.mixed) {
+    MixedLoadOptions mo = o.mixed_load;
+    mo.itl_targets.clear();
+    std::stringstream ss(o.mixed_itl_targets);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      if (!item.empty()) mo.itl_targets.push_back(item);
+    }
+    json report = run_mixed_load(file, tok, config, mo);
+    report["model"] = path.filename().string();
+    report["max_num_batched_tokens"] = eo.max_num_batched_tokens;
+    report["max_itl_ms_long_only"] = eo.max_itl_ms;
+    std::printf("%s\n", report.dump(2).c_str());
+    return 0;
+  }
   engine::Engine eng(file, tok, config);
   print_kv_pool(eng, stderr);
   std::mt19937_64 rng(42);
@@ -289,6 +310,30 @@ void add_bench_engine_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--skip-prefix", o->skip_prefix, "Skip the prefix-caching measurement");
   cmd->add_flag("--skip-waste", o->skip_waste, "Skip the KV-waste measurement");
+  cmd->add_flag("--mixed", o->mixed,
+                "Run the mixed load instead: streams decoding while long prompts arrive (ITL "
+                "percentiles, TTFT; each --mixed-itl-ms target on a fresh engine, and the long "
+                "prompts alone)");
+  cmd->add_option("--mixed-itl-ms", o->mixed_itl_targets,
+                  "--mixed: comma-separated --max-itl-ms targets to compare (the first is the "
+                  "throughput reference)")
+      ->capture_default_str();
+  cmd->add_option("--mixed-streams", o->mixed_load.streams, "--mixed: streams kept decoding")
+      ->capture_default_str();
+  cmd->add_option("--mixed-stream-output", o->mixed_load.stream_output,
+                  "--mixed: tokens each stream request generates")
+      ->capture_default_str();
+  cmd->add_option("--mixed-long-prompt", o->mixed_load.long_prompt,
+                  "--mixed: tokens of each long prompt")
+      ->capture_default_str();
+  cmd->add_option("--mixed-long-rate", o->mixed_load.long_rate,
+                  "--mixed: long prompts per second (Poisson)")
+      ->capture_default_str();
+  cmd->add_option("--mixed-duration", o->mixed_load.duration_s,
+                  "--mixed: seconds of arrivals per run")
+      ->capture_default_str();
+  cmd->add_option("--mixed-seed", o->mixed_load.seed, "--mixed: seed of arrivals and prompts")
+      ->capture_default_str();
   add_structured_options(*cmd, o->structured);  // every request is constrained
   cmd->add_option("--cache-dir", o->cache_dir, "Cache root for registered models");
   add_engine_options(*cmd, o->engine);

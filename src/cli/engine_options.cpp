@@ -2,6 +2,10 @@
 
 #include <fmt/core.h>
 
+#include <cstdio>
+#include <exception>
+#include <string>
+
 #include "util/byte_size.h"
 #include "util/error.h"
 
@@ -36,6 +40,13 @@ engine::EngineConfig EngineOptions::to_config() const {
   c.scheduler.max_num_batched_tokens = max_num_batched_tokens;
   c.scheduler.max_model_len = max_model_len;
   c.scheduler.long_prefill_token_threshold = long_prefill_token_threshold;
+  if (max_long_partial_prefills < 1) {
+    throw Error(Error::Kind::kInvalidArgument,
+                fmt::format("--max-long-partial-prefills: must be >= 1, got {}",
+                            max_long_partial_prefills));
+  }
+  c.scheduler.max_long_partial_prefills = max_long_partial_prefills;
+  c.scheduler.max_step_seconds = parse_max_itl(max_itl_ms);
   if (scheduling_policy == "fcfs") {
     c.scheduler.policy = sched::Policy::kFcfs;
   } else if (scheduling_policy == "priority") {
@@ -46,7 +57,26 @@ engine::EngineConfig EngineOptions::to_config() const {
         fmt::format("--scheduling-policy: '{}' is not fcfs or priority", scheduling_policy));
   }
   c.speculative = speculative.to_config();
+  c.on_warning = [](const std::string& message) { fmt::print(stderr, "warning: {}\n", message); };
   return c;
+}
+
+double parse_max_itl(const std::string& value) {
+  if (value == "auto") return -1.0;
+  if (value == "off") return 0.0;
+  double ms = 0.0;
+  size_t used = 0;
+  try {
+    ms = std::stod(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != value.size() || !(ms > 0.0) || ms > kMaxItlMs) {
+    throw Error(Error::Kind::kInvalidArgument,
+                fmt::format("--max-itl-ms: '{}' is not a time in (0, {}] milliseconds, auto or off",
+                            value, kMaxItlMs));
+  }
+  return ms / 1e3;
 }
 
 void add_kv_cache_dtype_option(CLI::App& cmd, std::string& value) {
@@ -79,6 +109,15 @@ void add_engine_options(CLI::App& cmd, EngineOptions& o) {
   cmd.add_option("--max-model-len", o.max_model_len, "Context length (default: the model's)");
   cmd.add_option("--long-prefill-token-threshold", o.long_prefill_token_threshold,
                  "Largest prefill chunk per sequence per step (0: the token budget)");
+  cmd.add_option("--max-itl-ms", o.max_itl_ms,
+                 "Stall-free batching: a step that carries decode tokens takes only the prompt "
+                 "tokens its measured cost fits in this many ms (auto: 2x a one-sequence decode "
+                 "step, and at least twice the step's decode work; off: the token budget only)")
+      ->capture_default_str();
+  cmd.add_option("--max-long-partial-prefills", o.max_long_partial_prefills,
+                 "Long prompts (over a quarter of the token budget) that prefill at once, "
+                 "sharing the budget evenly")
+      ->capture_default_str();
   cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", o.enable_prefix_caching,
                "Automatic prefix caching (on by default)");
   cmd.add_flag("--disable-hybrid-kv-cache-manager", o.disable_hybrid_kv_cache_manager,

@@ -20,6 +20,8 @@ struct EngineOptions {
   int32_t max_num_batched_tokens = 512;
   int64_t max_model_len = 0;
   int32_t long_prefill_token_threshold = 0;
+  int32_t max_long_partial_prefills = 4;
+  std::string max_itl_ms = "auto";  // milliseconds, auto or off
   bool enable_prefix_caching = true;
   bool disable_hybrid_kv_cache_manager = false;
   int64_t streaming_window = 0;
@@ -51,6 +53,11 @@ void add_threads_option(CLI::App& cmd, int& threads);
 void add_streaming_options(CLI::App& cmd, int64_t& window, int64_t& sinks);
 // --h2o-budget and --h2o-recent (H2O-style eviction; engine::EngineConfig).
 void add_h2o_options(CLI::App& cmd, int64_t& budget, int64_t& recent);
+
+// --max-itl-ms: "auto" (-1: derived from the measured decode step), "off" (0) or milliseconds in
+// (0, kMaxItlMs], returned in seconds. Throws llms::Error(kInvalidArgument) naming the flag.
+inline constexpr double kMaxItlMs = 60000.0;
+double parse_max_itl(const std::string& value);
 
 // "KV cache: N blocks x 16 tokens = T tokens (B); up to S sequences at L tokens, S2 at 2k".
 void print_kv_pool(const engine::Engine& engine, std::FILE* out);

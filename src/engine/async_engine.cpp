@@ -194,6 +194,9 @@ void AsyncEngine::update_metrics_locked() {
   metrics_.spec_num_draft_tokens = s.spec_num_draft_tokens;
   metrics_.spec_num_accepted_tokens = s.spec_num_accepted_tokens;
   metrics_.spec_accepted_per_pos = s.spec_accepted_per_pos;
+  metrics_.step_time = s.step_time;
+  metrics_.step_time_target_s = s.step_time_target_s;
+  metrics_.steps_target_unreachable = s.steps_target_unreachable;
 }
 
 void AsyncEngine::loop() {

@@ -483,8 +483,20 @@ void Engine::Impl::keep_branch(const sched::ScheduledSequence& s, const spec::Ve
 }
 
 bool Engine::Impl::step() {
+  const double step_start = now_seconds();
   sched::SchedulerOutput plan = scheduler->schedule();
   if (plan.empty()) return false;
+  if (plan.target_unreachable) {
+    ++totals.steps_target_unreachable;
+    if (!warned_target_unreachable && config.on_warning) {
+      warned_target_unreachable = true;
+      config.on_warning(fmt::format(
+          "the step-time target ({:.1f} ms) leaves no room for a prompt token beside this step's "
+          "decode work (predicted {:.1f} ms): steps take one prompt token each, so prompts "
+          "progress slowly; raise --max-itl-ms (said once)",
+          plan.target_seconds * 1e3, scheduler->step_time_model().predict(plan.shape) * 1e3));
+    }
+  }
   runner->copy_blocks(plan.copies);
 
   batch.clear();
@@ -555,6 +567,8 @@ bool Engine::Impl::step() {
   if (proposer) propose_drafts();
   if (draft_proposer) runner->rest();
   if (config.check_invariants) kv_cache->check_invariants();
+  // A step re-run sequence by sequence measures the fault, not the machine.
+  if (failed.empty()) scheduler->observe_step(plan, now_seconds() - step_start);
   return true;
 }
 
@@ -725,6 +739,8 @@ EngineStats Engine::stats() const {
   s.prefix_queries = impl_->kv_cache->stats().prefix_queries;
   s.prefix_hits = impl_->kv_cache->stats().prefix_hits;
   s.n_preemptions = impl_->scheduler->n_preemptions_total();
+  s.step_time = impl_->scheduler->step_time_model().estimate();
+  s.step_time_target_s = impl_->scheduler->step_time_target();
   return s;
 }
 

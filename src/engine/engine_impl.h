@@ -146,6 +146,7 @@ struct Engine::Impl {
   std::vector<kv::SlotCopy> slot_copies_scratch;
   std::vector<int32_t> tree_depths_scratch;
   EngineStats totals;
+  bool warned_target_unreachable = false;
 };
 
 }  // namespace llms::engine

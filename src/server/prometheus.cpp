@@ -50,6 +50,14 @@ class Writer {
       out_ += fmt::format("{}{{{},{}=\"{}\"}} {}\n", name, labels_, label, i, values[i]);
     }
   }
+  // One gauge with an extra label per named value: name{labels,label="name"} value.
+  void named(const char* name, const char* help, const char* label,
+             const std::vector<std::pair<const char*, double>>& values) {
+    header(name, "gauge", help);
+    for (const auto& [key, value] : values) {
+      out_ += fmt::format("{}{{{},{}=\"{}\"}} {}\n", name, labels_, label, key, number(value));
+    }
+  }
   std::string take() { return std::move(out_); }
 
  private:
@@ -118,6 +126,24 @@ std::string render_prometheus(const engine::EngineMetrics& m, const ServerCounte
     w.labeled("vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
               "Accepted tokens per draft position.", "position", m.spec_accepted_per_pos);
   }
+  w.named("llmserve:step_time_estimate_seconds",
+          "Step-time model: seconds per step, prompt token, decode sequence and attended "
+          "position, as fitted to the steps so far.",
+          "term",
+          {{"step", m.step_time.step_s},
+           {"prompt_token", m.step_time.prompt_token_s},
+           {"decode_sequence", m.step_time.decode_sequence_s},
+           {"attended_token", m.step_time.attended_token_s}});
+  w.scalar("llmserve:step_time_relative_error", "gauge",
+           "Step-time model: mean |predicted / measured - 1| over recent steps.",
+           m.step_time.relative_error);
+  w.scalar("llmserve:step_time_target_seconds", "gauge",
+           "The time a step that carries decode work is sized for (0: no target).",
+           m.step_time_target_s);
+  w.scalar("llmserve:steps_target_unreachable_total", "counter",
+           "Steps where even one prompt token beside the decode work was predicted to exceed "
+           "the step-time target.",
+           static_cast<double>(m.steps_target_unreachable));
   w.scalar("llmserve:requests_failed_total", "counter",
            "Requests ended by a fault inside the engine (the server went on).",
            static_cast<double>(m.requests_failed_total));

@@ -59,6 +59,10 @@ struct EngineMetrics {
   int64_t spec_num_draft_tokens = 0;
   int64_t spec_num_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_pos;
+  // Stall-free batching (EngineStats).
+  sched::StepTimeEstimate step_time;
+  double step_time_target_s = 0.0;
+  int64_t steps_target_unreachable = 0;
   Histogram time_to_first_token;
   Histogram inter_token_latency;
   Histogram e2e_request_latency;

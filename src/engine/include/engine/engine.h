@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -87,6 +88,9 @@ struct EngineConfig {
   // Fault injection for tests: a step whose batch holds this token id throws inside the model
   // run, as a failing kernel would. -1: off.
   int32_t fault_token_id = -1;
+  // Said once when something the caller should know happens while serving (a step-time target
+  // no prompt chunk fits); null: nothing is said. Called on the engine thread.
+  std::function<void(const std::string&)> on_warning;
 };
 
 struct EngineStats {
@@ -107,6 +111,12 @@ struct EngineStats {
   int64_t spec_num_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_pos;
   int64_t n_failed_requests = 0;  // ended by a fault (FinishReason::kError)
+  // Stall-free batching: what the step-time model has learned, the target a step with decode
+  // work is sized for now (0: none), and the steps where even one prompt token was predicted
+  // to exceed it (they took one anyway).
+  sched::StepTimeEstimate step_time;
+  double step_time_target_s = 0.0;
+  int64_t steps_target_unreachable = 0;
 };
 
 struct KvPoolInfo {
