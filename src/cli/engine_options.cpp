@@ -112,7 +112,7 @@ void add_engine_options(CLI::App& cmd, EngineOptions& o) {
   cmd.add_option("--max-itl-ms", o.max_itl_ms,
                  "Stall-free batching: a step that carries decode tokens takes only the prompt "
                  "tokens its measured cost fits in this many ms (auto: 2x a one-sequence decode "
-                 "step, and at least twice the step's decode work; off: the token budget only)")
+                 "step, and at least 4x the step's own decode work; off: the token budget only)")
       ->capture_default_str();
   cmd.add_option("--max-long-partial-prefills", o.max_long_partial_prefills,
                  "Long prompts (over a quarter of the token budget) that prefill at once, "

@@ -486,6 +486,7 @@ bool Engine::Impl::step() {
   const double step_start = now_seconds();
   sched::SchedulerOutput plan = scheduler->schedule();
   if (plan.empty()) return false;
+  if (plan.target_seconds > 0.0) last_target_seconds = plan.target_seconds;
   if (plan.target_unreachable) {
     ++totals.steps_target_unreachable;
     if (!warned_target_unreachable && config.on_warning) {
@@ -740,7 +741,10 @@ EngineStats Engine::stats() const {
   s.prefix_hits = impl_->kv_cache->stats().prefix_hits;
   s.n_preemptions = impl_->scheduler->n_preemptions_total();
   s.step_time = impl_->scheduler->step_time_model().estimate();
-  s.step_time_target_s = impl_->scheduler->step_time_target();
+  // The target the latest step with decode work and prompts was sized for (it grows with the
+  // decode work under a derived target), else the base target.
+  s.step_time_target_s = impl_->last_target_seconds > 0.0 ? impl_->last_target_seconds
+                                                          : impl_->scheduler->step_time_target();
   return s;
 }
 

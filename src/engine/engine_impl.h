@@ -147,6 +147,7 @@ struct Engine::Impl {
   std::vector<int32_t> tree_depths_scratch;
   EngineStats totals;
   bool warned_target_unreachable = false;
+  double last_target_seconds = 0.0;  // of the latest step sized for a step-time target
 };
 
 }  // namespace llms::engine

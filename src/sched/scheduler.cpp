@@ -17,8 +17,14 @@
 // running sequences need next step.
 //
 // fork() is not refused for max_num_seqs (the engine's n samples of one request belong
-// together); while forks keep more than max_num_seqs running, each step runs the first
-// max_num_seqs of them in policy order and admits nothing.
+// together); while forks keep more than max_num_seqs running, each step runs at most
+// max_num_seqs of them (decoding ones first, in policy order) and admits nothing.
+//
+// A running prompt (or recompute) short of blocks in the prefill pass preempts the latest
+// running sequences not scheduled yet, as the decode pass does, but never one that comes before
+// a sequence already decoding in this step: then it waits a step, and the latest sequence
+// preempts itself when it next needs a block it cannot get. So no step preempts a sequence and
+// runs a later one.
 #include "sched/scheduler.h"
 
 #include <algorithm>
@@ -322,6 +328,28 @@ SchedulerOutput Scheduler::schedule() {
       if (victim == &s) return false;
     }
   };
+  // Whether a running sequence later than `s` in policy order is scheduled in this step.
+  const auto later_scheduled = [&](const Sequence& s) {
+    for (auto it = st.running.rbegin(); it != st.running.rend() && s.key < *it; ++it) {
+      if (scheduled.count(it->seq_id) != 0) return true;
+    }
+    return false;
+  };
+  // allocate_running for pass 2: where the victim would come before a sequence that decodes
+  // in this step (the prompt itself, or another unfinished one), the prompt waits instead
+  // (false, nothing preempted): the latest sequence gives way first.
+  const auto allocate_prefill = [&](Sequence& s, int32_t n_new) {
+    for (;;) {
+      if (kv_.allocate(s.key.seq_id, s.n_computed, int64_t{s.n_computed} + n_new, out.copies)) {
+        return true;
+      }
+      running_were_short = true;
+      Sequence* victim = pick_victim([](const Sequence&) { return true; });
+      if (later_scheduled(*victim)) return false;
+      preempt(*victim);
+      if (victim == &s) return false;
+    }
+  };
   const auto emit = [&](Sequence& s, int32_t n_new, bool decodes) {
     ScheduledSequence ss;
     ss.seq_id = s.key.seq_id;
@@ -333,11 +361,9 @@ SchedulerOutput Scheduler::schedule() {
     out.n_tokens += n_new;
     budget -= n_new;
     scheduled.insert(s.key.seq_id);
-    if (decodes) {
-      ++out.shape.decode_sequences;
-    } else {
-      out.shape.prompt_tokens += n_new;
-    }
+    // A prompt chunk that samples also pays the output head and a sampler, as a decode row.
+    if (decodes || ss.samples) ++out.shape.decode_sequences;
+    if (!decodes) out.shape.prompt_tokens += n_new;
     out.shape.attended += attended_by_chunk(s.n_computed, n_new);
   };
   const auto n_scheduled = [&] { return static_cast<int32_t>(out.scheduled.size()); };
@@ -382,12 +408,16 @@ SchedulerOutput Scheduler::schedule() {
   };
   std::vector<Candidate> candidates;
   const int32_t long_prompt = std::max(1, config_.max_num_batched_tokens / 4);
-  int32_t n_long = 0;
+  // The priorities of the long prompts prefilling (a waiting long prompt counts those of its
+  // priority or higher against max_long_partial_prefills, so lower ones never hold it back).
+  std::vector<int64_t> long_priorities;
   for (const int64_t id : running_prefills) {
     Sequence& s = st.seqs.at(id);
     if (!s.is_running) continue;
     candidates.push_back({&s, false, wanted(s)});
-    if (static_cast<int32_t>(s.tokens.size()) - s.n_computed > long_prompt) ++n_long;
+    if (static_cast<int32_t>(s.tokens.size()) - s.n_computed > long_prompt) {
+      long_priorities.push_back(s.key.priority);
+    }
   }
   if (!running_were_short) {
     int32_t slots = config_.max_num_seqs - static_cast<int32_t>(st.running.size());
@@ -396,9 +426,13 @@ SchedulerOutput Scheduler::schedule() {
       if (preempted_now.count(key.seq_id) != 0) break;  // freed this step: not back this step
       Sequence& s = st.seqs.at(key.seq_id);
       const bool is_long = static_cast<int32_t>(s.tokens.size()) > long_prompt;
-      if (is_long && n_long >= config_.max_long_partial_prefills) continue;
+      if (is_long) {
+        const auto n_ahead = std::count_if(long_priorities.begin(), long_priorities.end(),
+                                           [&](int64_t p) { return p <= s.key.priority; });
+        if (n_ahead >= config_.max_long_partial_prefills) continue;
+        long_priorities.push_back(s.key.priority);
+      }
       candidates.push_back({&s, true, wanted(s)});
-      if (is_long) ++n_long;
       --slots;
     }
   }
@@ -428,7 +462,12 @@ SchedulerOutput Scheduler::schedule() {
     }
     return shares;
   };
-  int32_t prefill_tokens = std::max(0, budget);
+  // Drafts come last but may claim up to half the budget ahead of the prompts (the draft-length
+  // policy sized them for the budget beside the decode tokens).
+  int32_t drafts_pending = 0;
+  for (const SetAside& a : set_aside) drafts_pending += static_cast<int32_t>(a.drafts.size());
+  int32_t prefill_tokens = std::max(
+      std::min(1, budget), budget - std::min(drafts_pending, config_.max_num_batched_tokens / 2));
   if (!candidates.empty() && out.shape.decode_sequences > 0) {
     const double target = step_time_target();
     const StepTimeModel& model = st.step_time;
@@ -477,7 +516,7 @@ SchedulerOutput Scheduler::schedule() {
     Sequence& s = *candidates[i].seq;
     if (candidates[i].waiting || !s.is_running || shares[i] == 0) continue;
     if (n_scheduled() >= config_.max_num_seqs) break;
-    if (allocate_running(s, shares[i])) emit(s, shares[i], false);
+    if (allocate_prefill(s, shares[i])) emit(s, shares[i], false);
   }
   int32_t surplus = 0;  // share left over by waiting sequences whose prefix was cached
   for (size_t i = 0; i < candidates.size(); ++i) {
@@ -501,7 +540,7 @@ SchedulerOutput Scheduler::schedule() {
       }
       if (config_.policy != Policy::kPriority) break;
       Sequence* victim = pick_victim([&](const Sequence& v) { return v.priority > s.priority; });
-      if (victim == nullptr) break;
+      if (victim == nullptr || later_scheduled(*victim)) break;
       preempt(*victim);
     }
     if (!admitted) {  // no later sequence overtakes one refused for lack of blocks

@@ -2,7 +2,8 @@
 // over small pools under both policies, for several seeds. The fake engine checks every step
 // (budgets, block tables, exclusive writes, KV invariants); at the end every request that was not
 // aborted has finished with exactly the token stream its id determines, none starved, and the
-// whole pool is free.
+// whole pool is free. No step preempts a sequence while it runs one that comes later in policy
+// order.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "fake_engine.h"
 #include "kv/kv_cache_manager.h"
@@ -27,7 +29,17 @@ struct Origin {
   std::vector<int32_t> prompt;  // for a root
   int64_t parent = -1;          // for a fork child: forked when the parent had fork_len tokens
   size_t fork_len = 0;
+  int32_t priority = 0;  // a child's is its parent's
 };
+
+// A sequence's place in policy order: (priority under kPriority, its root's arrival, its own
+// id); ids are handed out in the order the scheduler numbers arrivals and forks.
+std::tuple<int32_t, int64_t, int64_t> policy_key(const std::map<int64_t, Origin>& origins,
+                                                 int64_t id, Policy policy) {
+  int64_t root = id;
+  while (origins.at(root).parent >= 0) root = origins.at(root).parent;
+  return {policy == Policy::kPriority ? origins.at(id).priority : 0, root, id};
+}
 
 // The stream sequence `id` must finish with, `n_total` tokens long.
 std::vector<int32_t> expected_for(const std::map<int64_t, Origin>& origins, int64_t id,
@@ -90,6 +102,7 @@ void run_random(const Params& p) {
     Origin o;
     o.parent = id;
     o.fork_len = sched.tokens(id).size();
+    o.priority = origins.at(id).priority;
     origins[child] = o;
     max_new_of[child] = max_new_of.at(id);
     return {child};
@@ -119,8 +132,9 @@ void run_random(const Params& p) {
           continue;
         }
         origins[id].prompt = prompt;
+        origins[id].priority = uniform(0, 3);
         max_new_of[id] = max_new;
-        eng.add(id, std::move(prompt), max_new, uniform(0, 3),
+        eng.add(id, std::move(prompt), max_new, origins[id].priority,
                 static_cast<uint64_t>(uniform(0, 4) == 0));
       }
       if (uniform(0, 9) == 0) {
@@ -136,6 +150,12 @@ void run_random(const Params& p) {
       break;
     }
     const SchedulerOutput out = eng.step();
+    for (const int64_t x : out.preempted) {
+      for (const ScheduledSequence& y : out.scheduled) {
+        EXPECT_LT(policy_key(origins, y.seq_id, p.policy), policy_key(origins, x, p.policy))
+            << "step " << step << " preempted " << x << " and ran the later " << y.seq_id;
+      }
+    }
     if (out.empty() && !eng.idle()) {
       // Nothing runnable only happens when nothing is running and the head of the queue waits
       // for blocks held by nobody, which would be a deadlock: the pool is free then.

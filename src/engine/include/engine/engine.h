@@ -111,9 +111,10 @@ struct EngineStats {
   int64_t spec_num_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_pos;
   int64_t n_failed_requests = 0;  // ended by a fault (FinishReason::kError)
-  // Stall-free batching: what the step-time model has learned, the target a step with decode
-  // work is sized for now (0: none), and the steps where even one prompt token was predicted
-  // to exceed it (they took one anyway).
+  // Stall-free batching: what the step-time model has learned (from each step's wall time,
+  // drafting and evictions included: what a stream waits), the target the latest step with
+  // decode work and prompts was sized for (before one, the base target; 0: none), and the steps
+  // where even one prompt token was predicted to exceed it (they took one anyway).
   sched::StepTimeEstimate step_time;
   double step_time_target_s = 0.0;
   int64_t steps_target_unreachable = 0;

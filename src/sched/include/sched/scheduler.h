@@ -21,14 +21,16 @@
 // waiting for a long prefill chunk. With a step-time target (max_step_seconds, or one derived
 // from the measured decode step), pass 2 takes only as many prompt tokens as the step-time model
 // (sched/step_time_model.h, fitted by the engine's observe_step() calls) predicts fit under the
-// target beside pass 1's work, and at least one, so a prompt always progresses (the step then
-// says the target was out of reach). A step without decode work runs at the full budget.
+// target beside pass 1's work, and at least one (the step then says the target was out of
+// reach), so prompts progress while blocks last. A step without decode work runs at the full
+// budget. Drafts (pass 3) may claim up to half the budget ahead of the prompts.
 //
 // Out of KV blocks while scheduling a running sequence: the lowest-priority, latest-arrived
-// running sequence is preempted (its blocks freed, n_computed reset; its tokens, output
-// included, are kept and recomputed later). A running request therefore never fails for lack
-// of memory; one that could never fit (its prompt + max_new_tokens exceed the pool or
-// max_model_len) is refused by add().
+// running sequence is preempted (a running prompt that would be that sequence while later ones
+// already decode in this step waits a step instead, see scheduler.cpp) (its blocks freed,
+// n_computed reset; its tokens, output included, are kept and recomputed later). A running request
+// therefore never fails for lack of memory; one that could never fit (its prompt + max_new_tokens
+// exceed the pool or max_model_len) is refused by add().
 //
 // Speculative tokens: after the engine appends a sampled token it may append draft tokens
 // (append_draft). They are ordinary tokens to close the gap with, except that they come last: a
@@ -40,7 +42,8 @@
 // cost itself).
 //
 // Policies: kFcfs (arrival order) or kPriority (lower value first, as vLLM; ties by arrival).
-// Under kPriority a waiting sequence may preempt running ones of strictly lower priority.
+// Under kPriority a waiting sequence may preempt running ones of strictly lower priority that
+// this step has not scheduled, never one that comes before a sequence it has.
 #pragma once
 
 #include <cstdint>
