@@ -15,6 +15,7 @@
 #include "inspect_command.h"
 #include "perplexity_command.h"
 #include "pull_command.h"
+#include "quantize_command.h"
 #include "run_command.h"
 #include "serve_command.h"
 #include "tiny_model_command.h"
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   llms::cli::add_bench_structured_command(app, exit_code);
   llms::cli::add_perplexity_command(app, exit_code);
   llms::cli::add_tokenize_command(app, exit_code);
+  llms::cli::add_quantize_command(app, exit_code);
   llms::cli::add_tiny_model_command(app, exit_code);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,72 @@
+// quantize/model_quantizer: rewrites a GGUF model file with its tensors in other types.
+//
+// Contract:
+//   - Every tensor, in the input's order and with its shape, gets the type QuantizePlan gives it.
+//     A tensor whose input type already is that type is copied byte for byte (re-quantizing a
+//     Q8_0 row to Q8_0 would only add error); any other is dequantized to f32 one row at a time
+//     (quant::dequantize_row) and quantized again (quant::quantize_row), rows spread over
+//     `n_threads` threads. Round-to-nearest: no importance matrix, no search.
+//   - Metadata: every key of the input (GgufWriter::copy_metadata, so not general.alignment: the
+//     output uses GGUF's default of 32), then general.file_type set to the target's LLAMA_FTYPE and
+//     general.quantization_version to 2 (the block layouts of llama.cpp since 2023).
+//   - Memory: one f32 row per thread, never a whole tensor (let alone the model) in f32. The
+//     converted tensors are held in memory until the file is written (the GGUF header, which comes
+//     first, needs every tensor's size, and a single write keeps the file whole or absent); copied
+//     tensors are views into the input's mapping. So the peak is about the output's size.
+//   - Bad input loses nothing. Before any conversion, each of these is refused with an llms::Error
+//     naming what is wrong, and no file is created: n_threads < 1, the output's directory missing,
+//     the output the same file as the input (even with overwrite), the output existing without
+//     `overwrite` (kInvalidArgument; the message names --force, the CLI flag that sets it), an
+//     input file that does not open (the reader's errors), a tensor whose type cannot be
+//     dequantized (kUnsupported, naming the tensor and its type), and too little free space in
+//     the output's directory for the planned size (kInvalidArgument, with both numbers; checked
+//     again with the exact size just before writing). The file is written under a temporary name
+//     beside the output and renamed into place only when complete; GgufWriter::write removes the
+//     temporary file on any failure, so the output path holds either its old content or the
+//     whole new file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string_view>
+
+#include "gguf/ggml_type.h"
+#include "quantize/quantize_plan.h"
+
+namespace llms::quantize {
+
+// Told before each tensor is converted (or copied).
+struct TensorProgress {
+  size_t index = 0;  // 0-based
+  size_t n_tensors = 0;
+  std::string_view name;
+  gguf::GgmlType from = gguf::GgmlType::kF32;
+  gguf::GgmlType to = gguf::GgmlType::kF32;
+};
+
+struct QuantizeOptions {
+  std::filesystem::path input;
+  std::filesystem::path output;
+  QuantizeTarget target = QuantizeTarget::kQ4_K_M;
+  bool overwrite = false;  // replace an existing output (the CLI's --force)
+  int n_threads = 1;
+  std::function<void(const TensorProgress&)> on_tensor;  // optional
+  // Free bytes in a directory; empty: std::filesystem::space(dir).available. Tests replace it to
+  // check the refusal without filling a disk.
+  std::function<uint64_t(const std::filesystem::path& dir)> free_space;
+};
+
+struct QuantizeReport {
+  uint64_t input_bytes = 0;
+  uint64_t output_bytes = 0;
+  size_t n_tensors = 0;
+  size_t n_converted = 0;  // dequantized and quantized again
+  size_t n_copied = 0;     // already in their planned type
+  double seconds = 0;
+};
+
+QuantizeReport quantize_model(const QuantizeOptions& options);
+
+}  // namespace llms::quantize
