@@ -6,12 +6,13 @@
 #include <cstdio>
 
 #include "batch_command.h"
+#include "bench_attention_command.h"
 #include "bench_command.h"
 #include "bench_engine_command.h"
-#include "bench_attention_command.h"
 #include "bench_model_command.h"
 #include "bench_structured_command.h"
 #include "bench_tokenizer_command.h"
+#include "imatrix_command.h"
 #include "inspect_command.h"
 #include "perplexity_command.h"
 #include "pull_command.h"
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
   llms::cli::add_perplexity_command(app, exit_code);
   llms::cli::add_tokenize_command(app, exit_code);
   llms::cli::add_quantize_command(app, exit_code);
+  llms::cli::add_imatrix_command(app, exit_code);
   llms::cli::add_tiny_model_command(app, exit_code);
   try {
     app.parse(argc, argv);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "kernels/ops.h"
 #include "kernels/row_groups.h"
@@ -54,7 +55,8 @@ Transformer::Transformer(const gguf::GgufFile& file, std::shared_ptr<ThreadPool>
                       : RopeFrequencies{}),
       weights_(TransformerWeights::load(file, config_, traits_)),
       pool_(std::move(pool)),
-      attention_(std::make_unique<PagedAttention>()) {
+      attention_(std::make_unique<PagedAttention>()),
+      output_tied_(file.find_tensor("output.weight") == nullptr) {
   if (!pool_) throw Error(Error::Kind::kInvalidArgument, "Transformer: no thread pool");
   if (mode == WeightMode::kDequantizedF32) {
     auto to_f32 = [this](kernels::QuantMatrix& m) {
@@ -199,6 +201,24 @@ void Transformer::matmul(const kernels::QuantMatrix& w, const float* x, int32_t 
   kernels::matmul(w, x, m, w.n_cols, y, w.n_rows, *pool_, scratch_);
 }
 
+void Transformer::set_activation_observer(ActivationObserver observer) {
+  observer_ = std::move(observer);
+  weight_names_.clear();
+  if (!observer_) return;
+  for (uint64_t layer = 0; layer < config_.n_layers; ++layer) {
+    const std::string p = "blk." + std::to_string(layer) + ".";
+    weight_names_.push_back({p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight",
+                             p + "attn_output.weight", p + "ffn_gate.weight", p + "ffn_up.weight",
+                             p + "ffn_down.weight"});
+  }
+  output_name_ = output_tied_ ? "token_embd.weight" : "output.weight";
+}
+
+void Transformer::observe(const std::string& weight, const float* x, int32_t n_rows,
+                          int64_t n_columns) const {
+  observer_(MatmulInput{weight, x, n_rows, n_columns});
+}
+
 void Transformer::calibrate_key_smoothing(KvStorage& kv) {
   if (!kv.needs_key_smoothing()) return;
   constexpr int32_t kTokens = 128;
@@ -211,7 +231,15 @@ void Transformer::calibrate_key_smoothing(KvStorage& kv) {
   const std::vector<int32_t> ids = calibration_tokens(n_vocab(), kTokens);
   kv::StepBatch batch;
   batch.add_sequence(0, ids, 0, table, 0);
-  forward(batch, scratch, nullptr);
+  // This pass is the store's own, not a step of the caller's: an activation observer skips it.
+  ActivationObserver observer = std::exchange(observer_, nullptr);
+  try {
+    forward(batch, scratch, nullptr);
+  } catch (...) {
+    observer_ = std::move(observer);
+    throw;
+  }
+  observer_ = std::move(observer);
   kv.set_key_smoothing(smoothing_factors(config_, stats, rope_mode(traits_.rope)));
 }
 
@@ -249,6 +277,7 @@ void Transformer::forward(const kv::StepBatch& batch, KvStorage& kv, float* logi
                       buf_.logit_in.data() + i * d, static_cast<int64_t>(d),
                       static_cast<float>(config_.rms_norm_eps));
   }
+  if (observer_) observe(output_name_, buf_.logit_in.data(), n_logits, static_cast<int64_t>(d));
   matmul(weights_.output, buf_.logit_in.data(), n_logits, logits);
 }
 
@@ -323,6 +352,12 @@ void Transformer::attention_block(size_t layer, const kv::StepBatch& batch, KvSt
   for_rows(n, [&](int32_t i) {
     kernels::rms_norm(buf_.x.data() + i * d, w.attn_norm, buf_.xn.data() + i * d, d, eps);
   });
+  if (observer_) {
+    const LayerWeightNames& names = weight_names_[layer];
+    for (const std::string* name : {&names.q, &names.k, &names.v}) {
+      observe(*name, buf_.xn.data(), n, d);
+    }
+  }
   const kernels::MatmulTarget qkv[] = {{w.wq, buf_.q.data(), w.wq.n_rows},
                                        {w.wk, buf_.k.data(), w.wk.n_rows},
                                        {w.wv, buf_.v.data(), w.wv.n_rows}};
@@ -374,6 +409,7 @@ void Transformer::attention_block(size_t layer, const kv::StepBatch& batch, KvSt
                   buf_.k.data(), buf_.v.data(), buf_.attn.data(), *pool_,
                   track_mass_ ? &mass : nullptr);
 
+  if (observer_) observe(weight_names_[layer].o, buf_.attn.data(), n, w.wo.n_cols);
   matmul(w.wo, buf_.attn.data(), n, buf_.ffn.data());
   for_rows(n, [&](int32_t i) {
     float* out = buf_.ffn.data() + i * d;
@@ -391,6 +427,10 @@ void Transformer::feed_forward_block(size_t layer, int32_t n) {
   for_rows(n, [&](int32_t i) {
     kernels::rms_norm(buf_.x.data() + i * d, w.ffn_norm, buf_.xn.data() + i * d, d, eps);
   });
+  if (observer_) {
+    observe(weight_names_[layer].gate, buf_.xn.data(), n, d);
+    observe(weight_names_[layer].up, buf_.xn.data(), n, d);
+  }
   const kernels::MatmulTarget gate_up[] = {{w.w_gate, buf_.gate.data(), w.w_gate.n_rows},
                                            {w.w_up, buf_.up.data(), w.w_up.n_rows}};
   kernels::matmul_many(gate_up, buf_.xn.data(), n, d, *pool_, scratch_);
@@ -403,6 +443,7 @@ void Transformer::feed_forward_block(size_t layer, int32_t n) {
       kernels::silu_mul(g, u, g, ff);
     }
   });
+  if (observer_) observe(weight_names_[layer].down, buf_.gate.data(), n, ff);
   matmul(w.w_down, buf_.gate.data(), n, buf_.ffn.data());
   for_rows(n, [&](int32_t i) {
     float* out = buf_.ffn.data() + i * d;

@@ -3,6 +3,7 @@
 #include "quantize/model_quantizer.h"
 
 #include <chrono>
+#include <optional>
 #include <span>
 #include <string>
 #include <system_error>
@@ -12,6 +13,8 @@
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "quant/quant.h"
+#include "quantize/importance_matrix.h"
+#include "quantize/weighted_quantizers.h"
 #include "util/checked_math.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -25,6 +28,12 @@ using gguf::GgmlType;
 
 // The block layouts written are those of llama.cpp's GGML_QNT_VERSION 2.
 constexpr uint32_t kQuantizationVersion = 2;
+
+// llama-quantize's record of the importance matrix a file was made with.
+constexpr std::string_view kImatrixFileKey = "quantize.imatrix.file";
+constexpr std::string_view kImatrixDatasetKey = "quantize.imatrix.dataset";
+constexpr std::string_view kImatrixEntriesKey = "quantize.imatrix.entries_count";
+constexpr std::string_view kImatrixChunksKey = "quantize.imatrix.chunks_count";
 
 [[noreturn]] void refuse(std::string message) {
   throw Error(Error::Kind::kInvalidArgument, std::move(message));
@@ -80,6 +89,7 @@ struct TensorJob {
   GgmlType type;
   uint64_t n_rows;
   uint64_t n_bytes;
+  const ImportanceMatrix::Entry* importance = nullptr;  // quantize with its weights when set
   bool is_copy() const { return type == input->type; }
 };
 
@@ -107,6 +117,54 @@ std::vector<TensorJob> plan_tensors(const gguf::GgufFile& file, const QuantizePl
     jobs.push_back(job);
   }
   return jobs;
+}
+
+// Gives each converted tensor the imatrix entry of its name when its type has a weighted
+// quantizer. Refuses an entry whose width is not its tensor's, and an
+// imatrix no tensor uses (see model_quantizer.h).
+void attach_importance(std::vector<TensorJob>& jobs, const ImportanceMatrix& matrix,
+                       const QuantizeOptions& o) {
+  const std::string file = "imatrix " + quoted(o.imatrix);
+  size_t n_named = 0;
+  size_t n_used = 0;
+  for (TensorJob& job : jobs) {
+    const gguf::TensorInfo& t = *job.input;
+    const ImportanceMatrix::Entry* entry = matrix.find(t.name);
+    if (!entry) continue;
+    ++n_named;
+    if (entry->sum_squares.size() != t.ne[0]) {
+      refuse(file + ": entry '" + t.name + "' has " + std::to_string(entry->sum_squares.size()) +
+             " columns, but the model's tensor '" + t.name + "' has " + std::to_string(t.ne[0]) +
+             " (ne[0]); was it made for another model?");
+    }
+    if (job.is_copy() || !has_weighted_quantizer(job.type)) continue;
+    job.importance = entry;
+    ++n_used;
+  }
+  if (n_used > 0) return;
+  if (n_named == 0) {
+    refuse(file + " has no entry for any tensor of " + quoted(o.input) + " (its " +
+           std::to_string(matrix.entries.size()) + " entries name e.g. '" +
+           matrix.entries.begin()->first + "'): it was made for another model");
+  }
+  refuse(file + ": none of the " + std::to_string(n_named) +
+         " tensors it names is converted to a type with a weighted quantizer (Q4_0, Q5_0, Q8_0, "
+         "Q4_K, Q5_K, Q6_K) here; quantize without --imatrix");
+}
+
+// The record llama-quantize leaves of an imatrix (or its absence: a record copied from the
+// input would describe another quantization).
+void record_importance(gguf::GgufWriter& writer, const ImportanceMatrix* matrix,
+                       const fs::path& path) {
+  for (std::string_view key :
+       {kImatrixFileKey, kImatrixDatasetKey, kImatrixEntriesKey, kImatrixChunksKey}) {
+    writer.erase(key);
+  }
+  if (!matrix) return;
+  writer.set_string(kImatrixFileKey, path.string());
+  if (!matrix->datasets.empty()) writer.set_string(kImatrixDatasetKey, matrix->datasets.front());
+  writer.set_i32(kImatrixEntriesKey, static_cast<int32_t>(matrix->entries.size()));
+  writer.set_i32(kImatrixChunksKey, static_cast<int32_t>(matrix->chunk_count));
 }
 
 uint64_t align_up(uint64_t value, uint64_t alignment) {
@@ -138,8 +196,8 @@ uint64_t planned_file_size(const gguf::GgufWriter& metadata_only,
   return size;
 }
 
-// Dequantizes and re-quantizes one tensor row by row; rows are spread over the pool, each thread
-// with its own f32 row in `scratch`.
+// Dequantizes and re-quantizes one tensor row by row (with the importance matrix's weights when the
+// job has an entry); rows are spread over the pool, each thread with its own f32 row in `scratch`.
 std::vector<uint8_t> convert_tensor(const TensorJob& job, std::span<const uint8_t> input,
                                     ThreadPool& pool, std::vector<std::vector<float>>& scratch) {
   const gguf::TensorInfo& t = *job.input;
@@ -148,12 +206,25 @@ std::vector<uint8_t> convert_tensor(const TensorJob& job, std::span<const uint8_
   const uint64_t out_row_bytes = quant::quantized_row_bytes(job.type, row_length);
   std::vector<uint8_t> output(job.n_bytes);
   for (auto& row : scratch) row.resize(static_cast<size_t>(row_length));
+  // The mean squared activation of each column: what the weights are made from.
+  std::vector<float> importance;
+  if (job.importance) {
+    const auto n_tokens = static_cast<double>(job.importance->n_tokens);
+    for (float sum : job.importance->sum_squares) {
+      importance.push_back(static_cast<float>(sum / n_tokens));
+    }
+  }
   pool.parallel_for(static_cast<int64_t>(job.n_rows), [&](int64_t begin, int64_t end, int thread) {
     float* row = scratch[static_cast<size_t>(thread)].data();
     for (int64_t r = begin; r < end; ++r) {
       const auto index = static_cast<uint64_t>(r);
       quant::dequantize_row(t.type, input.data() + index * in_row_bytes, row, row_length);
-      quant::quantize_row(job.type, row, output.data() + index * out_row_bytes, row_length);
+      uint8_t* out = output.data() + index * out_row_bytes;
+      if (job.importance) {
+        quantize_row_with_importance(job.type, row, importance.data(), out, row_length);
+      } else {
+        quant::quantize_row(job.type, row, out, row_length);
+      }
     }
   });
   return output;
@@ -166,15 +237,22 @@ QuantizeReport quantize_model(const QuantizeOptions& options) {
   check_paths(options);
   const gguf::GgufFile input = gguf::GgufFile::open(options.input);
   const QuantizePlan plan = QuantizePlan::for_file(options.target, input);
-  const std::vector<TensorJob> jobs = plan_tensors(input, plan);
+  std::vector<TensorJob> jobs = plan_tensors(input, plan);
+  QuantizeReport report;
+  std::optional<ImportanceMatrix> importance;
+  if (!options.imatrix.empty()) {
+    importance = read_importance_matrix(options.imatrix);
+    report.n_imatrix_entries = importance->entries.size();
+    attach_importance(jobs, *importance, options);
+  }
 
   gguf::GgufWriter writer;
   writer.copy_metadata(input);
   writer.set_u32("general.file_type", plan.target().llama_file_type);
   writer.set_u32("general.quantization_version", kQuantizationVersion);
+  record_importance(writer, importance ? &*importance : nullptr, options.imatrix);
   check_free_space(options, planned_file_size(writer, jobs));
 
-  QuantizeReport report;
   report.input_bytes = input.file_size();
   report.n_tensors = jobs.size();
   ThreadPool pool(options.n_threads);
@@ -183,7 +261,8 @@ QuantizeReport quantize_model(const QuantizeOptions& options) {
     const TensorJob& job = jobs[i];
     const gguf::TensorInfo& t = *job.input;
     if (options.on_tensor) {
-      options.on_tensor(TensorProgress{i, jobs.size(), t.name, t.type, job.type});
+      options.on_tensor(
+          TensorProgress{i, jobs.size(), t.name, t.type, job.type, job.importance != nullptr});
     }
     const std::span<const uint64_t> ne(t.ne.data(), t.n_dims);
     const std::span<const uint8_t> data = input.tensor_data(t);
@@ -194,6 +273,7 @@ QuantizeReport quantize_model(const QuantizeOptions& options) {
     } else {
       writer.add_tensor(t.name, job.type, ne, convert_tensor(job, data, pool, scratch));
       ++report.n_converted;
+      if (job.importance) ++report.n_imatrix;
     }
   }
   pool.rest();

@@ -6,11 +6,19 @@
 // sliding window on layers that have one) over each sequence's own cache, and returns logits
 // only for the rows the batch asks for. Activation buffers are sized by reserve() and reused, so
 // a step allocates nothing once the largest step has been seen.
+//
+// An optional activation observer sees the input of every weight matmul (what importance
+// matrices are gathered from, quantize/importance_matrix.h) without model/ knowing what it does
+// with it: unset, it costs one test per matmul.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "gguf/gguf_file.h"
@@ -33,6 +41,20 @@ class PagedAttention;  // model/paged_attention.h
 // a numerics reference that isolates the forward pass from quantized arithmetic (4-8x the
 // memory, slower).
 enum class WeightMode { kInPlace, kDequantizedF32 };
+
+// The input of one weight matmul y = W x of a forward pass: n_rows activation rows (one per token
+// of the step, or per logits row for the output matrix) of n_columns f32 values each, row-major,
+// n_columns being W's input width (ne[0] of the weight tensor).
+struct MatmulInput {
+  std::string_view weight;  // the weight tensor's GGUF name, e.g. "blk.3.ffn_down.weight"
+  const float* data = nullptr;
+  int64_t n_rows = 0;
+  int64_t n_columns = 0;
+};
+
+// Called on the thread that runs forward(), before the matmul; `data` is valid only during the
+// call. It must not call back into the Transformer.
+using ActivationObserver = std::function<void(const MatmulInput&)>;
 
 class Transformer {
  public:
@@ -82,6 +104,14 @@ class Transformer {
   void track_attention_mass(bool on) { track_mass_ = on; }
   std::span<const float> attention_mass(size_t slice) const;
 
+  // Tells `observer` the input of every weight matmul of each later forward(), per layer in
+  // order: attn_q, attn_k, attn_v (one shared input, told once per weight all the same),
+  // attn_output, ffn_gate, ffn_up (shared likewise), ffn_down; then, when the step asks for
+  // logits, the output matrix over the logits rows only ("output.weight", or "token_embd.weight"
+  // when the model ties its output to the embedding). An empty function removes the observer.
+  // calibrate_key_smoothing()'s own pass is not told.
+  void set_activation_observer(ActivationObserver observer);
+
  private:
   struct Buffers {
     int32_t max_tokens = 0;
@@ -100,6 +130,7 @@ class Transformer {
   void attention_block(size_t layer, const kv::StepBatch& batch, KvStorage& kv);
   void feed_forward_block(size_t layer, int32_t n_tokens);
   void matmul(const kernels::QuantMatrix& w, const float* x, int32_t m, float* y);
+  void observe(const std::string& weight, const float* x, int32_t n_rows, int64_t n_columns) const;
   void place_weights();
   // fn(i) for every row i < n, on the pool when n >= kMinParallelRows (rows are independent).
   template <class F>
@@ -120,6 +151,15 @@ class Transformer {
   bool track_mass_ = false;
   std::vector<float> block_mass_;
   std::vector<size_t> mass_offset_;  // per slice, then the total
+  // The observer and the GGUF names it is told, made when it is set (so an unobserved step
+  // builds no string).
+  struct LayerWeightNames {
+    std::string q, k, v, o, gate, up, down;
+  };
+  ActivationObserver observer_;
+  std::vector<LayerWeightNames> weight_names_;
+  std::string output_name_;
+  bool output_tied_ = false;  // no output.weight in the file: the embedding is the output matrix
 };
 
 }  // namespace llms::model

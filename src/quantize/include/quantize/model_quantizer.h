@@ -5,7 +5,14 @@
 //     A tensor whose input type already is that type is copied byte for byte (re-quantizing a
 //     Q8_0 row to Q8_0 would only add error); any other is dequantized to f32 one row at a time
 //     (quant::dequantize_row) and quantized again (quant::quantize_row), rows spread over
-//     `n_threads` threads. Round-to-nearest: no importance matrix, no search.
+//     `n_threads` threads. Round-to-nearest, except with an importance matrix (below).
+//   - With `imatrix` (a file of quantize/importance_matrix.h), a converted tensor whose name has
+//     an entry and whose planned type has a weighted quantizer (quantize/weighted_quantizers.h)
+//     is quantized by it, from the entry's mean squared activations (sum_squares / n_tokens);
+//     the others (no entry, e.g. output.weight or token_embd.weight; F16/F32 targets) stay
+//     round-to-nearest. The output records quantize.imatrix.file, quantize.imatrix.dataset (the
+//     first calibration file), quantize.imatrix.entries_count and quantize.imatrix.chunks_count,
+//     llama-quantize's keys; without an imatrix those keys, if the input had them, are dropped.
 //   - Metadata: every key of the input (GgufWriter::copy_metadata, so not general.alignment: the
 //     output uses GGUF's default of 32), then general.file_type set to the target's LLAMA_FTYPE and
 //     general.quantization_version to 2 (the block layouts of llama.cpp since 2023).
@@ -18,12 +25,16 @@
 //     the output the same file as the input (even with overwrite), the output existing without
 //     `overwrite` (kInvalidArgument; the message names --force, the CLI flag that sets it), an
 //     input file that does not open (the reader's errors), a tensor whose type cannot be
-//     dequantized (kUnsupported, naming the tensor and its type), and too little free space in
-//     the output's directory for the planned size (kInvalidArgument, with both numbers; checked
-//     again with the exact size just before writing). The file is written under a temporary name
-//     beside the output and renamed into place only when complete; GgufWriter::write removes the
-//     temporary file on any failure, so the output path holds either its old content or the
-//     whole new file.
+//     dequantized (kUnsupported, naming the tensor and its type), an imatrix file that does not
+//     read (its reader's errors), an imatrix entry whose column count differs from its tensor's
+//     ne[0] (kInvalidArgument naming both), an imatrix that no converted tensor can use (none of
+//     its entries names a tensor of the model, so another model's; or none of the tensors it names
+//     is converted to a type with a weighted quantizer; kInvalidArgument), and too little free
+//     space in the output's directory for the planned size (kInvalidArgument, with both numbers;
+//     checked again with the exact size just before writing). The file is written under a
+//     temporary name beside the output and renamed into place only when complete;
+//     GgufWriter::write removes the temporary file on any failure, so the output path holds
+//     either its old content or the whole new file.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +55,7 @@ struct TensorProgress {
   std::string_view name;
   gguf::GgmlType from = gguf::GgmlType::kF32;
   gguf::GgmlType to = gguf::GgmlType::kF32;
+  bool uses_imatrix = false;  // quantized with the importance matrix's weights
 };
 
 struct QuantizeOptions {
@@ -52,6 +64,7 @@ struct QuantizeOptions {
   QuantizeTarget target = QuantizeTarget::kQ4_K_M;
   bool overwrite = false;  // replace an existing output (the CLI's --force)
   int n_threads = 1;
+  std::filesystem::path imatrix;                         // empty: none (the CLI's --imatrix)
   std::function<void(const TensorProgress&)> on_tensor;  // optional
   // Free bytes in a directory; empty: std::filesystem::space(dir).available. Tests replace it to
   // check the refusal without filling a disk.
@@ -62,8 +75,10 @@ struct QuantizeReport {
   uint64_t input_bytes = 0;
   uint64_t output_bytes = 0;
   size_t n_tensors = 0;
-  size_t n_converted = 0;  // dequantized and quantized again
-  size_t n_copied = 0;     // already in their planned type
+  size_t n_converted = 0;        // dequantized and quantized again
+  size_t n_copied = 0;           // already in their planned type
+  size_t n_imatrix = 0;          // of the converted, those quantized with the importance matrix
+  size_t n_imatrix_entries = 0;  // entries in the importance matrix file
   double seconds = 0;
 };
 
