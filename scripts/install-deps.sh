@@ -11,6 +11,7 @@ APT_PACKAGES=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev libpcre2-dev libboost-dev
   python3 python3-pip python3-venv
   python3-jsonschema                  # the structured-output tests validate with it (not ours)
+  chromium fonts-dejavu-core          # the web UI tests drive the pages in headless Chromium
 )
 
 missing=()

@@ -81,6 +81,10 @@ int run_serve(ServeOptions& opts) {
                    server::tool_call_format_for_template(template_source),
                    server::template_has_reasoning(template_source), &constraints});
   fmt::print(stderr, "llmserve: ready on http://{}:{}\n", cfg.host, port);
+  if (cfg.webui) {
+    fmt::print(stderr, "llmserve: chat at http://{0}:{1}/, dashboard at http://{0}:{1}/dashboard\n",
+               cfg.host, port);
+  }
   std::fflush(stderr);
 
   srv.run_until_stopped();
@@ -99,6 +103,8 @@ void add_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--host", s.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", s.port, "Port to listen on (0: any free port)")->capture_default_str();
   cmd->add_option("--api-key", s.api_key, "Require Authorization: Bearer KEY (not on /health)");
+  cmd->add_flag("!--no-webui", s.webui,
+                "Do not serve the chat page (/) and the dashboard (/dashboard)");
   cmd->add_option("--served-model-name", s.served_model_name,
                   "Model name in the API (default: the -m value)");
   s.served_model_name.clear();

@@ -43,6 +43,7 @@
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "webui/assets.h"
 
 namespace llms::server {
 
@@ -240,6 +241,9 @@ class Session : public std::enable_shared_from_this<Session> {
         {"/tokenize", http::verb::post},
         {"/detokenize", http::verb::post},
     };
+    if (cfg_.webui) {
+      if (const webui::Asset* asset = webui::find_asset(path)) return send_asset(*asset, method);
+    }
     const RouteInfo* found = nullptr;
     for (const RouteInfo& r : kRoutes) {
       if (r.path == path) found = &r;
@@ -270,6 +274,43 @@ class Session : public std::enable_shared_from_this<Session> {
     if (server_->draining.load()) throw ApiError(503, "The server is shutting down");
     start_generation(path == "/v1/chat/completions" ? Endpoint::kChat : Endpoint::kCompletions,
                      body);
+  }
+
+  // A web UI file: public (the page asks for the API key itself), revalidated by ETag on every
+  // use (Cache-Control: no-cache) so a new binary's files are picked up, under a strict CSP.
+  void send_asset(const webui::Asset& asset, http::verb method) {
+    for (const auto& [name, value] : webui::security_headers()) {
+      extra_headers_.emplace_back(std::string(name), std::string(value));
+    }
+    if (method != http::verb::get && method != http::verb::head) {
+      extra_headers_.emplace_back("Allow", "GET, HEAD");
+      throw ApiError(
+          405, fmt::format("Method {} is not allowed on {}; use GET",
+                           std::string(http::to_string(method)), std::string(asset.url_path)));
+    }
+    extra_headers_.emplace_back("Cache-Control", "no-cache");
+    extra_headers_.emplace_back("ETag", std::string(asset.etag));
+    if (etag_matches(sv(parser_->get()[http::field::if_none_match]), asset.etag)) {
+      return send_head_only(304, asset.content_type, asset.body.size());
+    }
+    if (method == http::verb::head) {
+      return send_head_only(200, asset.content_type, asset.body.size());
+    }
+    send_response(200, asset.content_type, std::string(asset.body));
+  }
+
+  // If-None-Match: a list of entity tags (weak ones compare equal too) or "*".
+  static bool etag_matches(std::string_view header, std::string_view etag) {
+    while (!header.empty()) {
+      const size_t comma = header.find(',');
+      std::string_view tag = header.substr(0, comma);
+      header = comma == std::string_view::npos ? std::string_view{} : header.substr(comma + 1);
+      while (!tag.empty() && (tag.front() == ' ' || tag.front() == '\t')) tag.remove_prefix(1);
+      while (!tag.empty() && (tag.back() == ' ' || tag.back() == '\t')) tag.remove_suffix(1);
+      if (tag.substr(0, 2) == "W/") tag.remove_prefix(2);
+      if (tag == "*" || tag == etag) return true;
+    }
+    return false;
   }
 
   void check_auth() {
@@ -681,6 +722,15 @@ class Session : public std::enable_shared_from_this<Session> {
     if (server_->draining.load()) keep_alive_ = false;
     append_out(head(status, content_type, body.size(), keep_alive_, extra_headers_));
     append_out(body);
+    extra_headers_.clear();
+    exchange_done_ = true;
+    flush();
+  }
+
+  // A response without a body (HEAD, 304) whose head describes the full representation.
+  void send_head_only(int status, std::string_view content_type, size_t content_length) {
+    if (server_->draining.load()) keep_alive_ = false;
+    append_out(head(status, content_type, content_length, keep_alive_, extra_headers_));
     extra_headers_.clear();
     exchange_done_ = true;
     flush();

@@ -38,6 +38,7 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
   uint16_t port = 8000;  // 0: any free port (listen() returns it)
   std::string api_key;   // empty: no authentication
+  bool webui = true;     // serve the chat page at / and the dashboard at /dashboard
   std::string served_model_name = "default";
   // Requests admitted at once: max_num_seqs running plus max_queue waiting; more get 429.
   int32_t max_num_seqs = 64;
