@@ -148,6 +148,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // ---- reading ------------------------------------------------------------------------------
   void do_read() {
     if (closed_) return;
+    head_request_ = false;
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(cfg_.max_header_bytes));
     parser_->body_limit(cfg_.max_body_bytes);
@@ -201,6 +202,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     stream_.expires_never();
     keep_alive_ = parser_->get().keep_alive();
+    head_request_ = parser_->get().method() == http::verb::head;
     server_->http_requests_total.fetch_add(1);
     guarded([this] { route(); });
   }
@@ -292,9 +294,6 @@ class Session : public std::enable_shared_from_this<Session> {
     extra_headers_.emplace_back("ETag", std::string(asset.etag));
     if (etag_matches(sv(parser_->get()[http::field::if_none_match]), asset.etag)) {
       return send_head_only(304, asset.content_type, asset.body.size());
-    }
-    if (method == http::verb::head) {
-      return send_head_only(200, asset.content_type, asset.body.size());
     }
     send_response(200, asset.content_type, std::string(asset.body));
   }
@@ -721,7 +720,8 @@ class Session : public std::enable_shared_from_this<Session> {
     if (status >= 400) server_->http_errors_total.fetch_add(1);
     if (server_->draining.load()) keep_alive_ = false;
     append_out(head(status, content_type, body.size(), keep_alive_, extra_headers_));
-    append_out(body);
+    // A response to HEAD never has a body (the client would read it as the next response).
+    if (!head_request_) append_out(body);
     extra_headers_.clear();
     exchange_done_ = true;
     flush();
@@ -774,6 +774,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool watching_ = false;
   bool cancel_watch_ = false;
   bool exchange_done_ = false;
+  bool head_request_ = false;  // the exchange answers a HEAD request: heads only
   bool client_gone_ = false;
   bool closed_ = false;
   bool job_counted_ = false;

@@ -9,7 +9,7 @@ import http.client
 import re
 import sys
 
-from harness import Server, require_model
+from harness import Server, raw_exchange, require_model
 
 CSP_PARTS = ["default-src 'none'", "script-src 'self'", "style-src 'self'", "connect-src 'self'",
              "frame-ancestors 'none'", "base-uri 'none'", "form-action 'none'"]
@@ -89,6 +89,41 @@ def check_revalidation(srv):
     print("ETag revalidation (304), HEAD, query, 405 ok")
 
 
+def parse_responses(raw, bodiless):
+    """Splits pipelined responses; bodiless[i]: response i has no body whatever its
+    Content-Length (an answer to HEAD, or a 304)."""
+    out = []
+    for no_body in bodiless:
+        head, sep, raw = raw.partition(b"\r\n\r\n")
+        assert sep, f"response {len(out)} is cut short: {head[:200]!r}"
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        hdrs = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
+        n = 0 if no_body else int(hdrs["content-length"])
+        out.append((status, hdrs, raw[:n]))
+        raw = raw[n:]
+    assert raw == b"", f"bytes after the last response: {raw[:200]!r}"
+    return out
+
+
+def check_pipelined_heads(srv):
+    """HEAD and 304 answers carry no body, on a kept-alive connection, API routes included."""
+    _, hdrs, css = raw_get(srv.port, "/webui/style.css")
+    etag = raw_get(srv.port, "/webui/chat.js")[1]["etag"]
+    requests = (b"HEAD / HTTP/1.1\r\nHost: t\r\n\r\n"
+                b"GET /webui/chat.js HTTP/1.1\r\nHost: t\r\nIf-None-Match: " + etag.encode() +
+                b"\r\n\r\n"
+                b"HEAD /health HTTP/1.1\r\nHost: t\r\n\r\n"
+                b"HEAD /nope HTTP/1.1\r\nHost: t\r\n\r\n"
+                b"GET /webui/style.css HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    raw = raw_exchange(srv.port, requests, timeout=30)
+    got = parse_responses(raw, [True, True, True, True, False])
+    assert [g[0] for g in got] == [200, 304, 405, 404, 200], [g[0] for g in got]
+    assert int(got[0][1]["content-length"]) > 0
+    assert got[4][2] == css, "the last response's body is not the file: stray bytes before it"
+    print("pipelined HEAD / 304 / HEAD on API routes: no body, connection kept ok")
+
+
 NOT_FOUND = [
     "/webui/", "/webui", "/webui/nope.js", "/index.html", "/webui/index.html", "/dashboard/",
     "/webui/../webui/chat.js", "/webui/./chat.js", "/webui/%2e%2e/%2e%2e/etc/passwd",
@@ -113,6 +148,7 @@ def main():
     with Server(binary) as srv:
         check_pages(srv)
         check_revalidation(srv)
+        check_pipelined_heads(srv)
         check_not_found(srv)
         # The log names the pages.
         assert any("/dashboard" in line for line in srv.log), "".join(srv.log)

@@ -68,19 +68,20 @@ def check_chat_round_trip(page, srv):
     set_input(page, "seed", "7")
     set_input(page, "max-tokens", "48")
     page.click("#settings-close")
+    # Streaming: the page records, on every change of the message list, the answer's length
+    # while the request runs; it must be seen at two or more lengths before the request ends.
+    page.eval("window.__lengths = new Set(); new MutationObserver(() => {"
+              " if (document.body.dataset.state !== 'generating') return;"
+              " const b = document.querySelector('#messages .msg.assistant:last-of-type .msg-body');"
+              " if (b && b.textContent.length) window.__lengths.add(b.textContent.length); })"
+              ".observe(document.getElementById('messages'),"
+              " {childList: true, subtree: true, characterData: true})")
     page.type_text("#prompt", "Write a Python function that adds two numbers.")
     page.press("Enter")
-    page.wait_for("document.body.dataset.state === 'generating'", timeout=10)
-    # Streaming: the answer's text is seen at two or more lengths before the request ends.
-    lengths = set()
-    deadline = time.time() + WAIT
-    while page.eval("document.body.dataset.state") == "generating":
-        n = page.eval("(document.querySelector('#messages .msg.assistant:last-of-type .msg-body')"
-                      " || {textContent: ''}).textContent.length")
-        if n:
-            lengths.add(n)
-        assert time.time() < deadline, "generation did not finish"
-        time.sleep(0.02)
+    page.wait_for("document.body.dataset.state === 'idle' &&"
+                  " document.querySelector('#messages .msg.assistant .msg-stats') !== null",
+                  timeout=WAIT)
+    lengths = page.eval("[...window.__lengths]")
     assert len(lengths) >= 2, f"text did not stream in (lengths seen: {sorted(lengths)})"
     stats = page.eval("document.querySelector('#messages .msg.assistant .msg-stats').textContent")
     assert "TTFT" in stats and "tok/s" in stats and "48 tokens" in stats, stats
@@ -93,8 +94,17 @@ def check_chat_round_trip(page, srv):
     return expected
 
 
+def finished_requests(srv):
+    return srv.metric("vllm:request_success_total")
+
+
 def check_regenerate_and_edit(page, srv, first_answer):
+    done_before = finished_requests(srv)
     page.click("#messages .msg.assistant .regenerate")
+    deadline = time.time() + WAIT
+    while finished_requests(srv) < done_before + 1:
+        assert time.time() < deadline, "regenerate sent no request"
+        time.sleep(0.1)
     page.wait_for("document.body.dataset.state === 'idle' &&"
                   f" {CONVERSATIONS}[0].messages.length === 2 &&"
                   " document.querySelector('#messages .msg.assistant .msg-stats') !== null",
@@ -187,6 +197,38 @@ def check_hostile_text(page, srv):
     print("hostile model text shown as text, nothing ran")
 
 
+RENDER_CASES = [
+    # (markdown, JS predicate over the rendered fragment `f` in a div `d`)
+    ("# Learn C#", "d.querySelector('h3').textContent === 'Learn C#'"),
+    ("## Title ##", "d.querySelector('h4').textContent === 'Title'"),
+    ("1. Step:\n   ```python\n   x = 1\n\n   y = 2\n   ```\n2. Step two\n\nend",
+     "d.querySelectorAll('pre code').length === 1 &&"
+     " d.querySelector('pre code').textContent === 'x = 1\\n\\ny = 2' &&"
+     " d.querySelectorAll('ol > li').length === 2 && d.lastChild.textContent === 'end'"),
+    ("```python```\nafter", "d.querySelectorAll('.code-block').length === 0"),
+    ("```\na\n```python\nb\n```", "d.querySelector('pre code').textContent === 'a\\n```python\\nb'"),
+    ("*see `a*b`*", "d.querySelector('em code').textContent === 'a*b'"),
+    ("a | b\n---", "d.querySelectorAll('table').length === 0"),
+    ("> " * 5000 + "deep", "d.textContent.includes('deep')"),
+    ("- + " * 1250 + "x", "d.textContent.includes('x')"),
+    ("1. " * 2300 + "y", "d.textContent.includes('y')"),
+    ("# a" + " " * 5000 + "b", "d.querySelector('h3').textContent.startsWith('a')"),
+    ("[" * 100000 + "](http://x)", "d.querySelectorAll('a').length <= 1"),
+    ("[a](http://x y)" * 2000, "d.querySelectorAll('a').length === 0"),
+]
+
+
+def check_renderer_edge_cases(page):
+    """Markdown shapes code models write, and hostile nesting and runs: right elements, no throw
+    (a stack overflow or a regex that backtracks for minutes would end in the wait's timeout)."""
+    for text, predicate in RENDER_CASES:
+        ok = page.eval(f"(() => {{ const d = document.createElement('div');"
+                       f" d.appendChild(LlmsMarkdown.render({json.dumps(text)}));"
+                       f" return {predicate}; }})()", timeout=60)
+        assert ok is True, f"render of {text[:60]!r}...: {predicate}"
+    print(f"renderer: {len(RENDER_CASES)} edge cases (fences in lists, headings, deep nesting, runs)")
+
+
 def check_keyboard_and_phone(page, srv):
     # Tab reaches the main controls from the top of the page.
     page.eval("document.activeElement.blur()")
@@ -243,6 +285,24 @@ def check_api_key(browser, binary):
         page.wait_for("document.querySelectorAll('#messages .msg.error').length === 1", timeout=30)
         error = page.eval("document.querySelector('#messages .msg.error .msg-body').textContent")
         assert "Incorrect or missing API key" in error, error
+        # The 401 asks for the key again; the failed message stays on screen but is not sent
+        # again: roles keep alternating.
+        page.wait_for("document.getElementById('api-key-dialog').open", timeout=30)
+        page.eval("document.getElementById('api-key-input').value = ''")
+        page.type_text("#api-key-input", "right-key")
+        page.click("#api-key-save")
+        page.wait_for("!document.getElementById('api-key-dialog').open", timeout=30)
+        page.eval("window.__bodies = []; const realFetch = window.fetch;"
+                  " window.fetch = (url, init) => { if (init && init.body)"
+                  " window.__bodies.push(JSON.parse(init.body)); return realFetch(url, init); }")
+        page.type_text("#prompt", "Third")
+        page.press("Enter")
+        page.wait_for("document.body.dataset.state === 'idle' &&"
+                      " document.querySelectorAll('#messages .msg.assistant .msg-stats').length === 2",
+                      timeout=WAIT)
+        sent = page.eval("window.__bodies[0].messages.map(m => m.role + ':' + m.content.slice(0, 8))")
+        assert [m.split(":")[0] for m in sent] == ["user", "assistant", "user"], sent
+        assert sent[0] == "user:Hi" and sent[2] == "user:Third", sent
         # Chromium logs each 401 response as a failed resource load; nothing else may appear.
         no_console_errors(page, "api key", allowed=("401",))
         page.close()
@@ -297,10 +357,12 @@ def check_dashboard_speculative(browser, binary):
         text = "alpha beta gamma delta epsilon zeta eta theta iota kappa " * 4
         srv.json("POST", "/v1/completions", {"model": srv.name, "prompt": text, "max_tokens": 48,
                                              "temperature": 0})
-        # (The server reports the speculative metrics once a step has run with them.)
+        # (The server reports the speculative metrics once a step has run with them.) Once the
+        # request is past the 10 s rate window, the card shows the lifetime ratio.
         page.wait_for("!document.getElementById('dash-spec-card').hidden &&"
-                      " document.getElementById('dash-spec-accept').dataset.value !== ''",
-                      timeout=30)
+                      " document.getElementById('dash-spec-accept').dataset.value !== '' &&"
+                      " document.getElementById('dash-spec-window').textContent"
+                      ".includes('since start')", timeout=60)
         accept = page.eval("Number(document.getElementById('dash-spec-accept').dataset.value)")
         drafted = srv.metric("vllm:spec_decode_num_draft_tokens_total")
         accepted = srv.metric("vllm:spec_decode_num_accepted_tokens_total")
@@ -332,6 +394,7 @@ def main():
                 page.wait_for("document.body.dataset.state === 'idle'", timeout=30)
                 page.screenshot(os.path.join(SHOTS, "webui-chat.png"))
             check_hostile_text(page, srv)
+            check_renderer_edge_cases(page)
             check_keyboard_and_phone(page, srv)
             no_console_errors(page, "chat")
             page.close()

@@ -31,9 +31,26 @@
   };
 
   // ---- storage --------------------------------------------------------------------------------
+  // Storage may be blocked (privacy settings) or full: the page works without it.
+  function readItem(key) {
+    try {
+      return localStorage.getItem(key);
+    } catch {
+      return null;
+    }
+  }
+
+  function writeItem(key, value) {
+    try {
+      localStorage.setItem(key, value);
+    } catch (e) {
+      setStatus("Could not save to the browser's storage: " + e.message);
+    }
+  }
+
   function readJson(key, fallback) {
     try {
-      const v = JSON.parse(localStorage.getItem(key));
+      const v = JSON.parse(readItem(key));
       return v === null || v === undefined ? fallback : v;
     } catch {
       return fallback;
@@ -66,12 +83,8 @@
   }
 
   function saveConversations() {
-    try {
-      localStorage.setItem(STORE_CONVERSATIONS, JSON.stringify(state.conversations));
-      localStorage.setItem(STORE_CURRENT, state.currentId || "");
-    } catch (e) {
-      setStatus("Could not save the conversation: " + e.message);
-    }
+    writeItem(STORE_CONVERSATIONS, JSON.stringify(state.conversations));
+    writeItem(STORE_CURRENT, state.currentId || "");
   }
 
   function loadSettings() {
@@ -79,14 +92,14 @@
     for (const id of [...Object.keys(NUMBER_SETTINGS), ...TEXT_SETTINGS]) {
       if (typeof saved[id] === "string") $(id).value = saved[id];
     }
-    $("api-key").value = localStorage.getItem(STORE_KEY) || "";
+    $("api-key").value = readItem(STORE_KEY) || "";
   }
 
   function saveSettings() {
     const out = {};
     for (const id of [...Object.keys(NUMBER_SETTINGS), ...TEXT_SETTINGS]) out[id] = $(id).value;
-    localStorage.setItem(STORE_SETTINGS, JSON.stringify(out));
-    localStorage.setItem(STORE_KEY, $("api-key").value);
+    writeItem(STORE_SETTINGS, JSON.stringify(out));
+    writeItem(STORE_KEY, $("api-key").value);
   }
 
   // ---- conversations --------------------------------------------------------------------------
@@ -159,6 +172,7 @@
   function messageElement(conversation, m, index) {
     const el = document.createElement("article");
     el.className = "msg " + m.role;
+    el.dataset.index = String(index);
     const role = document.createElement("div");
     role.className = "msg-role";
     role.textContent = m.role === "error" ? "Error" : m.role === "user" ? "You" : "Assistant";
@@ -188,8 +202,25 @@
     return b;
   }
 
-  // Fills (or refills, while streaming) a message's reasoning, body, tool calls and stats.
+  // Fills (or refills, while streaming) a message's reasoning, body, tool calls and stats. Should
+  // rendering fail on some input, the message shows as plain text rather than break the page.
   function fillMessage(el, m) {
+    try {
+      fillMessageParts(el, m);
+    } catch (e) {
+      console.warn("message shown as plain text:", e);
+      for (const old of el.querySelectorAll(":scope > .reasoning, :scope > .msg-body, " +
+                                            ":scope > .tool-call, :scope > .msg-stats")) {
+        old.remove();
+      }
+      const body = document.createElement("div");
+      body.className = "msg-body plain";
+      body.textContent = m.content;
+      el.insertBefore(body, el.querySelector(":scope > .msg-actions"));
+    }
+  }
+
+  function fillMessageParts(el, m) {
     for (const old of el.querySelectorAll(":scope > .reasoning, :scope > .msg-body, " +
                                           ":scope > .tool-call, :scope > .msg-stats")) {
       old.remove();
@@ -302,8 +333,13 @@
     const messages = [];
     const system = $("system-prompt").value.trim();
     if (system) messages.push({ role: "system", content: system });
-    for (const m of conversation.messages) {
-      if (m.role === "user") messages.push({ role: "user", content: m.content });
+    const turns = conversation.messages.filter((m) => m.role !== "error");
+    turns.forEach((m, i) => {
+      // A user message whose request failed (the next turn is the user's again) is left out, so
+      // roles alternate as chat templates require.
+      if (m.role === "user" && turns[i + 1]?.role !== "user") {
+        messages.push({ role: "user", content: m.content });
+      }
       if (m.role === "assistant") {
         const msg = { role: "assistant", content: m.content };
         if (m.toolCalls && m.toolCalls.length) {
@@ -313,7 +349,7 @@
         }
         messages.push(msg);
       }
-    }
+    });
     const body = { messages, stream: true, stream_options: { include_usage: true } };
     if (state.model) body.model = state.model;
     for (const [id, param] of Object.entries(NUMBER_SETTINGS)) {
@@ -368,11 +404,9 @@
     const message = { role: "assistant", content: "", reasoning: "", toolCalls: [],
                       structured: !!body.response_format };
     conversation.messages.push(message);
+    const index = conversation.messages.length - 1;
     const controller = new AbortController();
     state.generation = { controller, conversation, message };
-    setGenerating(true);
-    renderMessages();
-    const el = $("messages").lastElementChild;
     const started = performance.now();
     let firstTokenAt = 0;
     let chunks = 0;
@@ -384,12 +418,18 @@
       scheduled = true;
       requestAnimationFrame(() => {
         scheduled = false;
-        fillMessage(el, message);
+        // Looked up each time: the list may have been redrawn since (another conversation
+        // deleted), and another conversation may be on screen.
+        if (current() !== conversation) return;
+        const el = $("messages").querySelector(`:scope > .msg[data-index="${index}"]`);
+        if (el) fillMessage(el, message);
         const box = $("messages");
         box.scrollTop = box.scrollHeight;
       });
     };
     try {
+      setGenerating(true);
+      renderMessages();
       const response = await fetch("/v1/chat/completions", {
         method: "POST",
         headers: { "Content-Type": "application/json", ...authHeaders() },
@@ -397,7 +437,8 @@
         signal: controller.signal,
       });
       if (!response.ok) throw await httpError(response);
-      for await (const event of sseEvents(response.body)) {
+      let done = false;
+      for await (const event of sseEvents(response.body, () => { done = true; })) {
         if (event.error) throw new Error(event.error.message || "the server ended the request");
         if (event.usage) usage = event.usage;
         const choice = event.choices && event.choices[0];
@@ -413,6 +454,7 @@
         if (choice.finish_reason) finish = choice.finish_reason;
         repaint();
       }
+      if (!done) throw new Error("the connection closed before the answer was complete");
       message.stats = statsLine(started, firstTokenAt, performance.now(), usage, chunks, finish);
     } catch (e) {
       if (e.name === "AbortError") {
@@ -475,25 +517,44 @@
     if (status === 401) askForKey(text);
   }
 
-  // Yields each SSE `data:` payload, parsed, until [DONE].
-  async function* sseEvents(stream) {
+  // Yields each SSE `data:` payload, parsed; calls onDone at `[DONE]`. Events end at a blank
+  // line (LF, CRLF or CR endings); an event the stream ends in without one still counts.
+  async function* sseEvents(stream, onDone) {
     const reader = stream.getReader();
     const decoder = new TextDecoder();
+    const BOUNDARY = /\r\n\r\n|\n\n|\r\r/;
     let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true });
-      let cut;
-      while ((cut = buffer.search(/\r?\n\r?\n/)) >= 0) {
-        const block = buffer.slice(0, cut);
-        buffer = buffer.slice(cut).replace(/^\r?\n\r?\n/, "");
-        const data = block.split(/\r?\n/).filter((l) => l.startsWith("data:"))
-                          .map((l) => l.slice(5).trimStart()).join("\n");
-        if (!data) continue;
-        if (data === "[DONE]") return;
-        yield JSON.parse(data);
+    const payload = (block) =>
+      block.split(/\r\n|\r|\n/).filter((l) => l.startsWith("data:"))
+           .map((l) => l.slice(5).replace(/^ /, "")).join("\n");
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) {
+          buffer += decoder.decode();
+        } else {
+          buffer += decoder.decode(value, { stream: true });
+        }
+        let m;
+        while ((m = BOUNDARY.exec(buffer))) {
+          const data = payload(buffer.slice(0, m.index));
+          buffer = buffer.slice(m.index + m[0].length);
+          if (!data) continue;
+          if (data === "[DONE]") {
+            onDone();
+            return;
+          }
+          yield JSON.parse(data);
+        }
+        if (done) {
+          const data = payload(buffer);
+          if (data === "[DONE]") onDone();
+          else if (data) yield JSON.parse(data);
+          return;
+        }
       }
+    } finally {
+      reader.cancel().catch(() => {});
     }
   }
 
@@ -567,7 +628,7 @@
 
   function init() {
     state.conversations = sanitizeConversations(readJson(STORE_CONVERSATIONS, []));
-    state.currentId = localStorage.getItem(STORE_CURRENT) || state.conversations[0]?.id || null;
+    state.currentId = readItem(STORE_CURRENT) || state.conversations[0]?.id || null;
     loadSettings();
     renderAll();
     $("send").addEventListener("click", send);

@@ -10,10 +10,29 @@
 (function () {
   // ---- inline: code spans, bold, italic, strike, links ------------------------------------
   const SAFE_URL = /^(https?:\/\/|mailto:)/i;
+  const MAX_LINK_TEXT = 1000;
 
   function appendInline(parent, text) {
     let i = 0;
     let plain = "";
+    // Positions of the next "]" and newline at or after a point, found once and reused, so a
+    // long run of "[" costs linear time.
+    const next = { bracket: -1, newline: -1 };
+    const after = (what, ch, from) => {
+      if (next[what] !== Infinity && next[what] < from) {
+        const at = text.indexOf(ch, from);
+        next[what] = at < 0 ? Infinity : at;
+      }
+      return next[what];
+    };
+    // "[" at i can open a link: the first "]" after it, at most MAX_LINK_TEXT on, is followed by
+    // "(" on the same line.
+    const linkCandidate = (at) => {
+      const bracket = after("bracket", "]", at + 1);
+      return bracket !== Infinity && bracket > at + 1 && bracket - at <= MAX_LINK_TEXT &&
+             text[bracket + 1] === "(" &&
+             after("newline", "\n", at + 1) > bracket;
+    };
     const flush = () => {
       if (plain) parent.appendChild(document.createTextNode(plain));
       plain = "";
@@ -46,8 +65,9 @@
         i = emphasis.end;
         continue;
       }
-      if (c === "[") {
-        const link = /^\[([^\]\n]+)\]\(([^()\s]+)\)/.exec(text.slice(i));
+      if (c === "[" && linkCandidate(i)) {
+        const end = text.indexOf(")", next.bracket);
+        const link = end > 0 && end - next.bracket <= MAX_LINK_TEXT ? /^\[([^\]\n]+)\]\(([^()\s]+)\)$/.exec(text.slice(i, end + 1)) : null;
         if (link) {
           flush();
           if (SAFE_URL.test(link[2])) {
@@ -85,10 +105,18 @@
       if (after === undefined || /\s/.test(after)) continue;
       // Intra-word underscores (snake_case) are not emphasis.
       if (mark[0] === "_" && i > 0 && /\w/.test(text[i - 1])) continue;
-      const end = text.indexOf(mark, i + mark.length + 1);
-      if (end < 0 || /\s/.test(text[end - 1])) continue;
-      if (mark[0] === "_" && /\w/.test(text[end + mark.length] || "")) continue;
-      return { tag, inner: text.slice(i + mark.length, end), end: end + mark.length };
+      // The closing mark: the first of the next few that can close (a few, so a run of marks
+      // stays linear). A code span is one piece: emphasis may hold it whole but never end inside.
+      let end = i + mark.length;
+      for (let tries = 0; tries < 4; ++tries) {
+        end = text.indexOf(mark, end + 1);
+        if (end < 0) break;
+        if (/\s/.test(text[end - 1])) continue;
+        if (mark[0] === "_" && /\w/.test(text[end + mark.length] || "")) continue;
+        const inner = text.slice(i + mark.length, end);
+        if ((inner.match(/`/g) || []).length % 2 === 1) continue;
+        return { tag, inner, end: end + mark.length };
+      }
     }
     return null;
   }
@@ -184,8 +212,12 @@
   }
 
   // ---- blocks -------------------------------------------------------------------------------
-  const FENCE = /^ {0,3}(```+|~~~+)\s*([\w+#.-]*)/;
-  const HEADING = /^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$/;
+  // An opening fence: its info string holds no backtick (so "```x```" is inline code).
+  const FENCE = /^ {0,3}(`{3,}|~{3,})[ \t]*([^`\s]*)[^`]*$/;
+  const HEADING_START = /^ {0,3}(#{1,6})(?:[ \t]+|$)/;
+  // Nesting (quotes, lists) deeper than this renders as plain text: hostile input cannot
+  // exhaust the stack.
+  const MAX_DEPTH = 24;
   const RULE = /^ {0,3}([-*_])(\s*\1){2,}\s*$/;
   const BULLET = /^(\s*)([-*+])\s+(.*)$/;
   const ORDERED = /^(\s*)(\d{1,9})[.)]\s+(.*)$/;
@@ -199,8 +231,32 @@
     return s.split(/(?<!\\)\|/).map((c) => c.trim());
   }
 
-  function render(text) {
+  // Heading text without its closing "#"s (kept when no space precedes them: "C#").
+  function headingText(line, marker) {
+    let t = line.slice(marker.length).trim();
+    const hashes = /#+$/.exec(t);
+    if (hashes) {
+      const before = t.slice(0, t.length - hashes[0].length);
+      if (before === "" || /[ \t]$/.test(before)) t = before.trimEnd();
+    }
+    return t;
+  }
+
+  // A closing fence: the opening's character, at least as many, nothing after but spaces.
+  function closesFence(line, fence) {
+    const t = line.trim();
+    if (t.length < fence.length || !t.startsWith(fence)) return false;
+    return /^(`+|~+)$/.test(t) && t[0] === fence[0];
+  }
+
+  function render(text, depth = 0) {
     const root = document.createDocumentFragment();
+    if (depth > MAX_DEPTH) {
+      const p = document.createElement("p");
+      p.textContent = String(text);
+      root.appendChild(p);
+      return root;
+    }
     const lines = String(text).replace(/\r\n?/g, "\n").split("\n");
     let i = 0;
     let paragraph = [];
@@ -222,7 +278,7 @@
         const fence = m[1];
         const body = [];
         i += 1;
-        while (i < lines.length && !lines[i].trim().startsWith(fence)) body.push(lines[i++]);
+        while (i < lines.length && !closesFence(lines[i], fence)) body.push(lines[i++]);
         i += 1;  // the closing fence (or past the end when the stream has not closed it yet)
         root.appendChild(codeBlock(body.join("\n"), m[2]));
         continue;
@@ -232,10 +288,10 @@
         i += 1;
         continue;
       }
-      if ((m = HEADING.exec(line))) {
+      if ((m = HEADING_START.exec(line))) {
         endParagraph();
         const h = document.createElement("h" + Math.min(6, m[1].length + 2));
-        appendInline(h, m[2]);
+        appendInline(h, headingText(line.trimStart(), m[1]));
         root.appendChild(h);
         i += 1;
         continue;
@@ -254,16 +310,17 @@
           i += 1;
         }
         const q = document.createElement("blockquote");
-        q.appendChild(render(quoted.join("\n")));
+        q.appendChild(render(quoted.join("\n"), depth + 1));
         root.appendChild(q);
         continue;
       }
       if (BULLET.test(line) || ORDERED.test(line)) {
         endParagraph();
-        i = renderList(lines, i, root);
+        i = renderList(lines, i, root, depth);
         continue;
       }
-      if (line.includes("|") && i + 1 < lines.length && TABLE_SEP.test(lines[i + 1])) {
+      if (line.includes("|") && i + 1 < lines.length && TABLE_SEP.test(lines[i + 1]) &&
+          splitRow(lines[i + 1]).length === splitRow(line).length) {
         endParagraph();
         i = renderTable(lines, i, root);
         continue;
@@ -277,10 +334,12 @@
 
   // A list starting at lines[i]; deeper-indented items and continuation lines nest inside the
   // item above. Returns the index of the first line after the list.
-  function renderList(lines, i, parent) {
+  function renderList(lines, i, parent, depth) {
     const first = BULLET.exec(lines[i]) || ORDERED.exec(lines[i]);
     const ordered = !BULLET.test(lines[i]);
     const indent = first[1].length;
+    // Where an item's text starts: its continuation lines are indented to here.
+    const contentStart = lines[i].length - first[3].length;
     const list = document.createElement(ordered ? "ol" : "ul");
     if (ordered && first[2] !== "1") list.start = Number(first[2]);
     while (i < lines.length) {
@@ -288,14 +347,25 @@
       if (!m || m[1].length !== indent) break;
       const item = document.createElement("li");
       const body = [m[3]];
+      let fence = FENCE.exec(m[3]) ? FENCE.exec(m[3])[1] : null;
       i += 1;
-      // Continuation: indented deeper than the marker, or a nested list.
-      while (i < lines.length && lines[i].trim() !== "" && /^\s/.test(lines[i]) &&
-             lines[i].search(/\S/) > indent) {
-        body.push(lines[i].slice(Math.min(lines[i].search(/\S/), indent + 2)));
+      // Continuation: indented deeper than the marker (a nested list, more text), and inside an
+      // open code fence blank lines too.
+      while (i < lines.length) {
+        const next = lines[i];
+        const lead = next.search(/\S/);
+        if (!(fence && next.trim() === "") && !(lead > indent)) break;
+        body.push(next.slice(Math.min(lead < 0 ? next.length : lead, contentStart)));
+        const content = next.trim();
+        if (fence) {
+          if (closesFence(content, fence)) fence = null;
+        } else {
+          const opened = FENCE.exec(content);
+          if (opened) fence = opened[1];
+        }
         i += 1;
       }
-      const inner = render(body.join("\n"));
+      const inner = render(body.join("\n"), depth + 1);
       // A single paragraph item shows inline, without the paragraph's margins.
       if (inner.childNodes.length === 1 && inner.firstChild.nodeName === "P") {
         while (inner.firstChild.firstChild) item.appendChild(inner.firstChild.firstChild);
