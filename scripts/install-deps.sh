@@ -9,6 +9,7 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev            # ASan/UBSan builds and libFuzzer targets
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev libpcre2-dev libboost-dev
+  libopenblas-dev                     # GPTQ's Cholesky and matrix products (llmserve quantize)
   python3 python3-pip python3-venv
   python3-jsonschema                  # the structured-output tests validate with it (not ours)
   chromium fonts-dejavu-core          # the web UI tests drive the pages in headless Chromium

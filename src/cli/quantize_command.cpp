@@ -1,12 +1,14 @@
-// cli/quantize_command: `llmserve quantize IN OUT --type TYPE [--imatrix FILE] [--force]
+// cli/quantize_command: `llmserve quantize IN OUT --type TYPE [--method rtn|imatrix|gptq]
+// [--imatrix FILE] [--calibration TEXT [--ctx N] [--chunks N] [--dampening F]] [--force]
 // [-t THREADS]`.
 //
-// Rewrites a GGUF file (or a registered model's cached file) with its tensors in another type,
-// round-to-nearest, or with --imatrix weighted by an importance matrix where it has an entry
-// (quantize/model_quantizer.h; which tensor gets which type: quantize/quantize_plan.h; the
-// imatrix: `llmserve imatrix`, quantize/weighted_quantizers.h; docs/QUANTIZE.md). A progress line
-// per tensor and a one-line summary go to stderr; refusals (an existing OUT without --force, OUT
-// equal to IN, an unknown type, ...) happen before any work and leave no file behind.
+// Rewrites a GGUF file (or a registered model's cached file) with its tensors in another type:
+// round-to-nearest; with --imatrix weighted by an importance matrix where it has an entry; or
+// with --method gptq by GPTQ, from Hessians gathered by running IN itself over the calibration
+// text (cli/calibration_run.h, quantize/hessian.h, quantize/gptq.h). Which tensor gets which
+// type: quantize/quantize_plan.h; docs/QUANTIZE.md. A progress line per tensor and a one-line
+// summary go to stderr; refusals (an existing OUT without --force, OUT equal to IN, an unknown
+// type or method, flags of another method, ...) happen before any work and leave no file.
 #include "quantize_command.h"
 
 #include <fmt/core.h>
@@ -14,12 +16,16 @@
 #include <memory>
 #include <string>
 
+#include "calibration_run.h"
 #include "engine_options.h"
 #include "gguf/ggml_type.h"
+#include "gguf/gguf_file.h"
 #include "model_registry.h"
+#include "quantize/hessian.h"
 #include "quantize/model_quantizer.h"
 #include "quantize/quantize_plan.h"
 #include "util/byte_size.h"
+#include "util/error.h"
 #include "util/thread_pool.h"
 
 namespace llms::cli {
@@ -31,25 +37,92 @@ struct QuantizeCommandOptions {
   std::string type;
   std::string cache_dir;
   std::string imatrix;
+  std::string method;
+  std::string calibration;
+  int32_t ctx = 512;
+  int64_t chunks = 0;
+  bool chunks_given = false;
+  double dampening = 0.01;
   bool force = false;
   int threads = 0;
 };
 
+[[noreturn]] void refuse(const std::string& message) {
+  throw Error(Error::Kind::kInvalidArgument, message);
+}
+
+// The method, with the flags that belong to another one refused.
+std::string check_method(const QuantizeCommandOptions& o) {
+  std::string method = o.method;
+  if (method.empty()) method = o.imatrix.empty() ? "rtn" : "imatrix";
+  if (method != "rtn" && method != "imatrix" && method != "gptq") {
+    refuse("--method: '" + o.method + "' is not one of rtn, imatrix, gptq");
+  }
+  if (method == "imatrix" && o.imatrix.empty()) refuse("--method imatrix needs --imatrix FILE");
+  if (method != "imatrix" && !o.imatrix.empty()) {
+    refuse("--imatrix goes with --method imatrix, not " + method);
+  }
+  if (method == "gptq" && o.calibration.empty()) {
+    refuse("--method gptq needs --calibration TEXT (the text its Hessians are gathered from)");
+  }
+  if (method != "gptq" && !o.calibration.empty()) {
+    refuse("--calibration goes with --method gptq, not " + method);
+  }
+  if (o.chunks_given && o.chunks < 1) {
+    refuse("--chunks: " + std::to_string(o.chunks) + " is not a positive number of chunks");
+  }
+  if (!(o.dampening > 0.0 && o.dampening <= 1.0)) {
+    refuse("--dampening: " + std::to_string(o.dampening) + " is not in (0, 1]");
+  }
+  return method;
+}
+
+// Runs the input over the calibration text and gathers its Hessians.
+quantize::HessianSet gather_hessians(const QuantizeCommandOptions& o,
+                                     const quantize::QuantizeOptions& options) {
+  const gguf::GgufFile file = gguf::GgufFile::open(options.input);
+  CalibrationOptions calibration;
+  calibration.text_file = o.calibration;
+  calibration.text_flag = "--calibration";
+  calibration.ctx = o.ctx;
+  calibration.chunks = o.chunks;
+  calibration.min_ctx = quantize::HessianCollector::kMinRows;
+  calibration.threads = options.n_threads;
+  calibration.tag = "gptq";
+  CalibrationRun run(file, options.input.filename().string(), calibration);
+  quantize::HessianCollector collector;
+  run.run([&collector](const model::MatmulInput& input) {
+    collector.add(input.weight, input.data, input.n_rows, input.n_columns);
+  });
+  fmt::print(stderr, "[gptq] Hessians: {} from {} chunks of {} tokens\n",
+             format_bytes(collector.bytes()), run.n_chunks(), o.ctx);
+  return collector.take();
+}
+
 int run_quantize(const QuantizeCommandOptions& o) {
   quantize::QuantizeOptions options;
-  // The type first: a typo is refused before a model is looked up.
+  // The type and method first: a typo is refused before a model is looked up.
   options.target = quantize::parse_target(o.type);
+  const std::string method = check_method(o);
   options.input = resolve_model(o.input, o.cache_dir);
   options.output = o.output;
   options.imatrix = o.imatrix;
   options.overwrite = o.force;
   options.n_threads = o.threads > 0 ? o.threads : physical_core_count();
+  options.gptq_dampening = o.dampening;
   options.on_tensor = [](const quantize::TensorProgress& p) {
     const bool same = p.from == p.to;
-    fmt::print(stderr, "[{:>4}/{}] {:<32} {:>5} -> {}{}\n", p.index + 1, p.n_tensors, p.name,
-               gguf::ggml_type_name(p.from), gguf::ggml_type_name(p.to),
-               same ? " (copied)" : (p.uses_imatrix ? " (imatrix)" : ""));
+    fmt::print(
+        stderr, "[{:>4}/{}] {:<32} {:>5} -> {}{}\n", p.index + 1, p.n_tensors, p.name,
+        gguf::ggml_type_name(p.from), gguf::ggml_type_name(p.to),
+        same ? " (copied)" : (p.uses_imatrix ? " (imatrix)" : (p.uses_gptq ? " (gptq)" : "")));
   };
+  quantize::HessianSet hessians;
+  if (method == "gptq") {
+    quantize::check_quantize_paths(options);  // before minutes of calibration
+    hessians = gather_hessians(o, options);
+    options.hessians = &hessians;
+  }
   const quantize::QuantizeReport r = quantize::quantize_model(options);
   fmt::print(
       stderr,
@@ -57,6 +130,12 @@ int run_quantize(const QuantizeCommandOptions& o) {
       options.input.string(), options.output.string(), quantize::target_info(options.target).name,
       format_bytes(r.input_bytes), format_bytes(r.output_bytes), r.n_tensors, r.n_converted,
       r.n_copied, r.seconds);
+  if (options.hessians) {
+    fmt::print(stderr,
+               "gptq: {} of the {} converted tensors quantized by GPTQ ({} Hessians); the others "
+               "round-to-nearest\n",
+               r.n_gptq, r.n_converted, hessians.n_distinct());
+  }
   if (!options.imatrix.empty()) {
     fmt::print(stderr,
                "imatrix {}: {} of the {} converted tensors weighted by it ({} entries); the "
@@ -72,8 +151,8 @@ void add_quantize_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<QuantizeCommandOptions>();
   CLI::App* cmd = app.add_subcommand(
       "quantize",
-      "Rewrite a GGUF model with its weights in another type (round-to-nearest, or weighted by "
-      "an importance matrix)");
+      "Rewrite a GGUF model with its weights in another type (round-to-nearest, weighted by an "
+      "importance matrix, or GPTQ)");
   cmd->add_option("IN", opts->input, "GGUF file or registered model")->required();
   cmd->add_option("OUT", opts->output, "GGUF file to write")->required();
   cmd->add_option(
@@ -83,10 +162,24 @@ void add_quantize_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--imatrix", opts->imatrix,
                   "Importance matrix (from `llmserve imatrix` or llama-imatrix's GGUF): tensors "
                   "with an entry are quantized to minimise the error it weights");
+  cmd->add_option("--method", opts->method,
+                  "rtn, imatrix (with --imatrix; the default when it is given) or gptq (with "
+                  "--calibration)");
+  cmd->add_option("--calibration", opts->calibration,
+                  "GPTQ: UTF-8 text that IN runs over to gather each layer's Hessian");
+  cmd->add_option("--ctx", opts->ctx, "GPTQ: tokens per calibration chunk")->capture_default_str();
+  CLI::Option* chunks = cmd->add_option("--chunks", opts->chunks,
+                                        "GPTQ: calibration chunks (default: every whole chunk)");
+  cmd->add_option("--dampening", opts->dampening,
+                  "GPTQ: fraction of the Hessian's mean diagonal added to it")
+      ->capture_default_str();
   cmd->add_flag("--force", opts->force, "Replace OUT when it exists");
   add_threads_option(*cmd, opts->threads);
   cmd->add_option("--cache-dir", opts->cache_dir, "Cache root for registered models");
-  cmd->callback([opts, &exit_code] { exit_code = run_quantize(*opts); });
+  cmd->callback([opts, chunks, &exit_code] {
+    opts->chunks_given = chunks->count() > 0;
+    exit_code = run_quantize(*opts);
+  });
 }
 
 }  // namespace llms::cli

@@ -13,6 +13,7 @@
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
 #include "quant/quant.h"
+#include "quantize/gptq.h"
 #include "quantize/importance_matrix.h"
 #include "quantize/weighted_quantizers.h"
 #include "util/checked_math.h"
@@ -90,6 +91,7 @@ struct TensorJob {
   uint64_t n_rows;
   uint64_t n_bytes;
   const ImportanceMatrix::Entry* importance = nullptr;  // quantize with its weights when set
+  const HessianSet::Entry* hessian = nullptr;           // quantize by GPTQ when set
   bool is_copy() const { return type == input->type; }
 };
 
@@ -152,6 +154,29 @@ void attach_importance(std::vector<TensorJob>& jobs, const ImportanceMatrix& mat
          "Q4_K, Q5_K, Q6_K) here; quantize without --imatrix");
 }
 
+// Gives each converted tensor its Hessian when its type has a GPTQ quantizer; refuses as
+// attach_importance does.
+void attach_hessians(std::vector<TensorJob>& jobs, const HessianSet& hessians) {
+  size_t n_used = 0;
+  for (TensorJob& job : jobs) {
+    const gguf::TensorInfo& t = *job.input;
+    const HessianSet::Entry* entry = hessians.find(t.name);
+    if (!entry) continue;
+    if (static_cast<uint64_t>(entry->n_columns) != t.ne[0]) {
+      refuse("GPTQ: the Hessian of '" + t.name + "' has " + std::to_string(entry->n_columns) +
+             " columns, but the tensor has " + std::to_string(t.ne[0]) + " (ne[0])");
+    }
+    if (job.is_copy() || !has_gptq_quantizer(job.type) || t.n_dims != 2) continue;
+    job.hessian = entry;
+    ++n_used;
+  }
+  if (n_used == 0) {
+    refuse(
+        "GPTQ: none of the tensors with a Hessian is converted to a type with a GPTQ "
+        "quantizer (Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) here");
+  }
+}
+
 // The record llama-quantize leaves of an imatrix (or its absence: a record copied from the
 // input would describe another quantization).
 void record_importance(gguf::GgufWriter& writer, const ImportanceMatrix* matrix,
@@ -196,6 +221,28 @@ uint64_t planned_file_size(const gguf::GgufWriter& metadata_only,
   return size;
 }
 
+// Dequantizes the whole tensor (rows over the pool), then GPTQ quantizes it with the pool at rest
+// (its matrix products have threads of their own).
+std::vector<uint8_t> convert_tensor_gptq(const TensorJob& job, std::span<const uint8_t> input,
+                                         ThreadPool& pool, double dampening) {
+  const gguf::TensorInfo& t = *job.input;
+  const auto row_length = static_cast<int64_t>(t.ne[0]);
+  const auto n_rows = static_cast<int64_t>(job.n_rows);
+  const uint64_t in_row_bytes = quant::quantized_row_bytes(t.type, row_length);
+  std::vector<float> weights(static_cast<size_t>(n_rows * row_length));
+  pool.parallel_for(n_rows, [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
+      quant::dequantize_row(t.type, input.data() + static_cast<uint64_t>(r) * in_row_bytes,
+                            weights.data() + r * row_length, row_length);
+    }
+  });
+  pool.rest();
+  std::vector<uint8_t> output(job.n_bytes);
+  gptq_quantize(job.type, weights.data(), n_rows, row_length, job.hessian->h.data(), output.data(),
+                GptqOptions{dampening, pool.size()});
+  return output;
+}
+
 // Dequantizes and re-quantizes one tensor row by row (with the importance matrix's weights when the
 // job has an entry); rows are spread over the pool, each thread with its own f32 row in `scratch`.
 std::vector<uint8_t> convert_tensor(const TensorJob& job, std::span<const uint8_t> input,
@@ -232,9 +279,14 @@ std::vector<uint8_t> convert_tensor(const TensorJob& job, std::span<const uint8_
 
 }  // namespace
 
+void check_quantize_paths(const QuantizeOptions& options) { check_paths(options); }
+
 QuantizeReport quantize_model(const QuantizeOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   check_paths(options);
+  if (options.hessians && !options.imatrix.empty()) {
+    refuse("quantize: GPTQ and an importance matrix do not combine; use one of them");
+  }
   const gguf::GgufFile input = gguf::GgufFile::open(options.input);
   const QuantizePlan plan = QuantizePlan::for_file(options.target, input);
   std::vector<TensorJob> jobs = plan_tensors(input, plan);
@@ -245,6 +297,7 @@ QuantizeReport quantize_model(const QuantizeOptions& options) {
     report.n_imatrix_entries = importance->entries.size();
     attach_importance(jobs, *importance, options);
   }
+  if (options.hessians) attach_hessians(jobs, *options.hessians);
 
   gguf::GgufWriter writer;
   writer.copy_metadata(input);
@@ -261,8 +314,8 @@ QuantizeReport quantize_model(const QuantizeOptions& options) {
     const TensorJob& job = jobs[i];
     const gguf::TensorInfo& t = *job.input;
     if (options.on_tensor) {
-      options.on_tensor(
-          TensorProgress{i, jobs.size(), t.name, t.type, job.type, job.importance != nullptr});
+      options.on_tensor(TensorProgress{i, jobs.size(), t.name, t.type, job.type,
+                                       job.importance != nullptr, job.hessian != nullptr});
     }
     const std::span<const uint64_t> ne(t.ne.data(), t.n_dims);
     const std::span<const uint8_t> data = input.tensor_data(t);
@@ -270,6 +323,11 @@ QuantizeReport quantize_model(const QuantizeOptions& options) {
       // The mapping outlives the writer, so a view costs no memory.
       writer.add_tensor_view(t.name, job.type, ne, data);
       ++report.n_copied;
+    } else if (job.hessian) {
+      writer.add_tensor(t.name, job.type, ne,
+                        convert_tensor_gptq(job, data, pool, options.gptq_dampening));
+      ++report.n_converted;
+      ++report.n_gptq;
     } else {
       writer.add_tensor(t.name, job.type, ne, convert_tensor(job, data, pool, scratch));
       ++report.n_converted;

@@ -13,10 +13,16 @@
 //     round-to-nearest. The output records quantize.imatrix.file, quantize.imatrix.dataset (the
 //     first calibration file), quantize.imatrix.entries_count and quantize.imatrix.chunks_count,
 //     llama-quantize's keys; without an imatrix those keys, if the input had them, are dropped.
+//   - With `hessians` (quantize/hessian.h, gathered by the caller from calibration text), a
+//     converted tensor whose name has an entry and whose planned type has a GPTQ quantizer
+//     (quantize/gptq.h) is quantized by GPTQ from its whole f32 matrix; the others stay as above.
+//     An entry whose width is not its tensor's ne[0] is refused, and so is a set no converted
+//     tensor can use. Not together with `imatrix` (kInvalidArgument).
 //   - Metadata: every key of the input (GgufWriter::copy_metadata, so not general.alignment: the
 //     output uses GGUF's default of 32), then general.file_type set to the target's LLAMA_FTYPE and
 //     general.quantization_version to 2 (the block layouts of llama.cpp since 2023).
-//   - Memory: one f32 row per thread, never a whole tensor (let alone the model) in f32. The
+//   - Memory: one f32 row per thread, never a whole tensor (let alone the model) in f32, except
+//     for GPTQ, which holds the tensor it quantizes in f32 (and its Hessian's factor). The
 //     converted tensors are held in memory until the file is written (the GGUF header, which comes
 //     first, needs every tensor's size, and a single write keeps the file whole or absent); copied
 //     tensors are views into the input's mapping. So the peak is about the output's size.
@@ -44,6 +50,7 @@
 #include <string_view>
 
 #include "gguf/ggml_type.h"
+#include "quantize/hessian.h"
 #include "quantize/quantize_plan.h"
 
 namespace llms::quantize {
@@ -56,6 +63,7 @@ struct TensorProgress {
   gguf::GgmlType from = gguf::GgmlType::kF32;
   gguf::GgmlType to = gguf::GgmlType::kF32;
   bool uses_imatrix = false;  // quantized with the importance matrix's weights
+  bool uses_gptq = false;     // quantized by GPTQ with its Hessian
 };
 
 struct QuantizeOptions {
@@ -64,7 +72,9 @@ struct QuantizeOptions {
   QuantizeTarget target = QuantizeTarget::kQ4_K_M;
   bool overwrite = false;  // replace an existing output (the CLI's --force)
   int n_threads = 1;
-  std::filesystem::path imatrix;                         // empty: none (the CLI's --imatrix)
+  std::filesystem::path imatrix;         // empty: none (the CLI's --imatrix)
+  const HessianSet* hessians = nullptr;  // GPTQ where they have an entry
+  double gptq_dampening = 0.01;
   std::function<void(const TensorProgress&)> on_tensor;  // optional
   // Free bytes in a directory; empty: std::filesystem::space(dir).available. Tests replace it to
   // check the refusal without filling a disk.
@@ -79,9 +89,14 @@ struct QuantizeReport {
   size_t n_copied = 0;           // already in their planned type
   size_t n_imatrix = 0;          // of the converted, those quantized with the importance matrix
   size_t n_imatrix_entries = 0;  // entries in the importance matrix file
+  size_t n_gptq = 0;             // of the converted, those quantized by GPTQ
   double seconds = 0;
 };
 
 QuantizeReport quantize_model(const QuantizeOptions& options);
+
+// The refusals of paths and threads that quantize_model makes first (see above), for callers
+// that do long work (a calibration run) before calling it.
+void check_quantize_paths(const QuantizeOptions& options);
 
 }  // namespace llms::quantize

@@ -1,0 +1,164 @@
+// quantize/gptq: see gptq.h for the method.
+#include "quantize/gptq.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "lapack.h"
+#include "quant/quant.h"
+#include "quantize/block_codes.h"
+#include "quantize/weighted_quantizers.h"
+#include "util/error.h"
+
+namespace llms::quantize {
+
+namespace {
+
+using gguf::GgmlType;
+
+constexpr int kDampeningRetries = 4;
+constexpr int64_t kTileRows = 64;     // rows whose trailing updates share one sgemm
+constexpr int64_t kLegacySpan = 128;  // columns per span for the 32-element types
+
+// U (row-major, upper triangular) with H^-1 = U^T U, for a positive definite H (row-major, n x n);
+// false when the Cholesky factorization fails. With P the order reversal, P H P = L L^T gives
+// H^-1 = (P L^-1 P)^T (P L^-1 P), and P L^-1 P is upper triangular: so U = P L^-1 P.
+bool inverse_hessian_factor(const std::vector<double>& h, int n, std::vector<float>& u) {
+  const size_t nn = static_cast<size_t>(n);
+  std::vector<double> a(nn * nn);
+  // Column-major element (i, j) of P H P; H is symmetric, so either layout reads the same.
+  for (size_t j = 0; j < nn; ++j) {
+    for (size_t i = 0; i < nn; ++i) a[i + j * nn] = h[(nn - 1 - i) * nn + (nn - 1 - j)];
+  }
+  int info = 0;
+  dpotrf_("L", &n, a.data(), &n, &info, 1);
+  if (info != 0) return false;
+  dtrtri_("L", "N", &n, a.data(), &n, &info, 1, 1);
+  if (info != 0) return false;
+  u.assign(nn * nn, 0.0f);
+  for (size_t i = 0; i < nn; ++i) {
+    for (size_t j = i; j < nn; ++j) {
+      // (L^-1)(r, c) for r = n-1-i >= c = n-1-j, column-major.
+      u[i * nn + j] = static_cast<float>(a[(nn - 1 - i) + (nn - 1 - j) * nn]);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool has_gptq_quantizer(GgmlType type) {
+  return has_code_access(type) && has_weighted_quantizer(type);
+}
+
+void gptq_quantize(GgmlType type, const float* weights, int64_t rows, int64_t cols,
+                   const float* hessian, void* out, const GptqOptions& options) {
+  const std::string type_name(gguf::ggml_type_name(type));
+  if (!has_gptq_quantizer(type)) {
+    throw Error(Error::Kind::kUnsupported, "GPTQ: no quantizer for " + type_name);
+  }
+  const int64_t block = gguf::ggml_type_info(type).block_size;
+  const int64_t block_bytes = gguf::ggml_type_info(type).type_size;
+  if (rows < 1 || cols < block || cols % block != 0 || cols > INT_MAX) {
+    throw Error(Error::Kind::kInvalidArgument,
+                "GPTQ: a " + std::to_string(rows) + " x " + std::to_string(cols) +
+                    " matrix is not whole " + type_name + " blocks of " + std::to_string(block));
+  }
+  const int n = static_cast<int>(cols);
+  const size_t nn = static_cast<size_t>(n);
+
+  // Dead columns (no activation reached them) weigh nothing and are zeroed, as in the paper.
+  std::vector<double> h(nn * nn);
+  std::vector<float> importance(nn);
+  std::vector<uint8_t> dead(nn, 0);
+  double diagonal_sum = 0.0;
+  for (size_t i = 0; i < nn * nn; ++i) {
+    if (!std::isfinite(hessian[i])) {
+      throw Error(Error::Kind::kInvalidArgument, "GPTQ: the Hessian holds a non-finite value");
+    }
+    h[i] = hessian[i];
+  }
+  for (size_t j = 0; j < nn; ++j) {
+    double& hjj = h[j * nn + j];
+    if (!(hjj > 0.0)) {
+      dead[j] = 1;
+      hjj = 1.0;
+    }
+    importance[j] = dead[j] ? 0.0f : static_cast<float>(hjj);
+    diagonal_sum += hjj;
+  }
+  const double mean_diagonal = diagonal_sum / static_cast<double>(nn);
+
+  std::vector<float> u;
+  double dampening = options.dampening;
+  for (int attempt = 0;; ++attempt) {
+    std::vector<double> damped = h;
+    for (size_t j = 0; j < nn; ++j) damped[j * nn + j] += dampening * mean_diagonal;
+    if (inverse_hessian_factor(damped, n, u)) break;
+    if (attempt == kDampeningRetries) {
+      throw Error(Error::Kind::kInternal,
+                  "GPTQ: the Hessian is not positive definite even with dampening " +
+                      std::to_string(dampening));
+    }
+    dampening *= 10.0;
+  }
+  openblas_set_num_threads(std::max(1, options.n_threads));
+
+  const int64_t span = type == GgmlType::kQ4_0 || type == GgmlType::kQ5_0 || type == GgmlType::kQ8_0
+                           ? kLegacySpan
+                           : block;
+  const uint64_t row_bytes = quant::quantized_row_bytes(type, cols);
+  auto* out_bytes = static_cast<uint8_t*>(out);
+  std::vector<float> w(static_cast<size_t>(kTileRows) * nn);
+  std::vector<float> err(static_cast<size_t>(kTileRows * span));
+
+  for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
+    const int64_t tile = std::min(kTileRows, rows - r0);
+    std::memcpy(w.data(), weights + r0 * cols, static_cast<size_t>(tile) * nn * sizeof(float));
+    for (int64_t i = 0; i < tile; ++i) {
+      for (size_t j = 0; j < nn; ++j) {
+        if (dead[j]) w[i * n + j] = 0.0f;
+      }
+    }
+    for (int64_t s = 0; s < cols; s += span) {
+      const int64_t end = std::min(s + span, cols);
+      for (int64_t c = s; c < end; ++c) {
+        const float* u_row = &u[static_cast<size_t>(c) * nn];
+        const float u_cc = u_row[c];
+        for (int64_t i = 0; i < tile; ++i) {
+          float* wr = &w[static_cast<size_t>(i) * nn];
+          uint8_t* blk = out_bytes + (r0 + i) * row_bytes + (c / block) * block_bytes;
+          if (c % block == 0) {
+            // The block's scales, fitted to its values as the earlier columns have left them.
+            quantize_row_with_importance(type, wr + c, importance.data() + c, blk, block);
+          }
+          const int j = static_cast<int>(c % block);
+          const CodeGrid grid = code_grid(type, blk, j);
+          const int code = grid.nearest(wr[c]);
+          set_code(type, blk, j, code);
+          const float e = (wr[c] - grid.decode(code)) / u_cc;
+          err[static_cast<size_t>(i * span + (c - s))] = e;
+          for (int64_t k = c + 1; k < end; ++k) wr[k] -= e * u_row[k];
+        }
+      }
+      if (end < cols) {
+        // w[:, end:] -= err[:, :len] * U[s:end, end:], as column-major
+        // C (m x tile) -= B (m x len) * A (len x tile).
+        const int m = static_cast<int>(cols - end);
+        const int t = static_cast<int>(tile);
+        const int len = static_cast<int>(end - s);
+        const int ld_err = static_cast<int>(span);
+        const float minus_one = -1.0f;
+        const float one = 1.0f;
+        sgemm_("N", "N", &m, &t, &len, &minus_one, &u[static_cast<size_t>(s) * nn + end], &n,
+               err.data(), &ld_err, &one, &w[end], &n, 1, 1);
+      }
+    }
+  }
+}
+
+}  // namespace llms::quantize

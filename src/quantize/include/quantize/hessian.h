@@ -1,0 +1,67 @@
+// quantize/hessian: what GPTQ (quantize/gptq.h) learns from calibration text: for each weight
+// matrix W of the repeating layers, H = sum over activation rows x of x x^T, x being W's input.
+//
+// Weights that read the same input in a forward pass (a layer's attention q, k and v; its FFN
+// gate and up) share one matrix: the collector sees their inputs one after another at the same
+// address and sums that input once (only for those sibling names). Only matmuls of at least
+// kMinRows rows are summed (decode steps of a few rows would weigh one token's quirks), and only
+// weights named "blk.*" (the output and embedding matrices stay round-to-nearest, as with an
+// importance matrix). Sums are f32, by BLAS ssyrk. Memory: n_columns^2 floats per distinct input
+// (the 0.5B: about 2.5 GB; the 1.5B: about 10 GB).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace llms::quantize {
+
+struct HessianSet {
+  struct Entry {
+    int64_t n_columns = 0;
+    int64_t n_rows = 0;    // activation rows summed
+    std::vector<float> h;  // n_columns x n_columns, row-major, symmetric
+  };
+  std::map<std::string, std::shared_ptr<const Entry>, std::less<>> by_weight;
+
+  // The entry of a weight tensor, or nullptr.
+  const Entry* find(std::string_view weight) const;
+  // Distinct matrices (several weights may share one).
+  size_t n_distinct() const;
+};
+
+class HessianCollector {
+ public:
+  static constexpr int64_t kMinRows = 16;
+
+  bool accepts(std::string_view weight, int64_t n_rows) const;
+  // Adds x x^T of every row of `rows` (n_rows x n_columns, row-major) to the weight's matrix,
+  // unless the previous call summed this same input (same address and shape) into the matrix the
+  // weight shares. Throws llms::Error(kInvalidArgument) when the weight was seen with another
+  // column count.
+  void add(std::string_view weight, const float* rows, int64_t n_rows, int64_t n_columns);
+  // The matrices so far, made symmetric.
+  HessianSet take();
+  uint64_t bytes() const;
+
+ private:
+  struct Group {
+    int64_t n_columns = 0;
+    int64_t n_rows = 0;
+    std::vector<float> h;  // the lower triangle (row-major view) is summed; take() mirrors it
+  };
+  std::vector<std::shared_ptr<Group>> groups_;
+  std::map<std::string, size_t, std::less<>> group_of_;
+  // The input summed by the previous call, and into which group.
+  const float* last_data_ = nullptr;
+  int64_t last_rows_ = 0;
+  int64_t last_columns_ = 0;
+  size_t last_group_ = 0;
+  std::string last_key_;  // its sibling key (see hessian.cpp)
+  bool has_last_ = false;
+};
+
+}  // namespace llms::quantize
