@@ -143,7 +143,9 @@ void expect_faithful(const fs::path& input_path, const fs::path& output_path,
 
 std::map<GgmlType, int> type_counts(const fs::path& path) {
   std::map<GgmlType, int> counts;
-  for (const auto& t : gguf::GgufFile::open(path).tensors()) ++counts[t.type];
+  // Named: a range-for over a temporary's member would outlive the temporary.
+  const gguf::GgufFile file = gguf::GgufFile::open(path);
+  for (const auto& t : file.tensors()) ++counts[t.type];
   return counts;
 }
 
