@@ -2,6 +2,7 @@
 #include "quantize/hessian.h"
 
 #include <climits>
+#include <set>
 
 #include "lapack.h"
 #include "util/error.h"
@@ -14,8 +15,8 @@ const HessianSet::Entry* HessianSet::find(std::string_view weight) const {
 }
 
 size_t HessianSet::n_distinct() const {
-  std::map<const Entry*, int> seen;
-  for (const auto& [name, entry] : by_weight) seen[entry.get()] = 1;
+  std::set<const Entry*> seen;
+  for (const auto& [name, entry] : by_weight) seen.insert(entry.get());
   return seen.size();
 }
 

@@ -293,9 +293,9 @@ class Session : public std::enable_shared_from_this<Session> {
     extra_headers_.emplace_back("Cache-Control", "no-cache");
     extra_headers_.emplace_back("ETag", std::string(asset.etag));
     if (etag_matches(sv(parser_->get()[http::field::if_none_match]), asset.etag)) {
-      return send_head_only(304, asset.content_type, asset.body.size());
+      return write_response(304, asset.content_type, asset.body.size(), {});
     }
-    send_response(200, asset.content_type, std::string(asset.body));
+    send_response(200, asset.content_type, asset.body);
   }
 
   // If-None-Match: a list of entity tags (weak ones compare equal too) or "*".
@@ -716,21 +716,18 @@ class Session : public std::enable_shared_from_this<Session> {
     do_read();
   }
 
-  void send_response(int status, std::string_view content_type, std::string body) {
-    if (status >= 400) server_->http_errors_total.fetch_add(1);
-    if (server_->draining.load()) keep_alive_ = false;
-    append_out(head(status, content_type, body.size(), keep_alive_, extra_headers_));
-    // A response to HEAD never has a body (the client would read it as the next response).
-    if (!head_request_) append_out(body);
-    extra_headers_.clear();
-    exchange_done_ = true;
-    flush();
+  void send_response(int status, std::string_view content_type, std::string_view body) {
+    write_response(status, content_type, body.size(), body);
   }
 
-  // A response without a body (HEAD, 304) whose head describes the full representation.
-  void send_head_only(int status, std::string_view content_type, size_t content_length) {
+  // Writes a head describing content_length bytes, then `body` unless the exchange answers HEAD
+  // (the client would read a body as the next response). A 304 passes no body.
+  void write_response(int status, std::string_view content_type, size_t content_length,
+                      std::string_view body) {
+    if (status >= 400) server_->http_errors_total.fetch_add(1);
     if (server_->draining.load()) keep_alive_ = false;
     append_out(head(status, content_type, content_length, keep_alive_, extra_headers_));
+    if (!head_request_) append_out(body);
     extra_headers_.clear();
     exchange_done_ = true;
     flush();

@@ -255,20 +255,29 @@ def check_keyboard_and_phone(page, srv):
     print(f"keyboard: Tab order {seen[:8]}...; phone width: no overflow")
 
 
+DIALOG_OPEN = "document.getElementById('api-key-dialog').open"
+
+
+def answer_key_dialog(page, key, submit_with_enter=False):
+    """Waits for the API-key dialog, types `key` into it (replacing what is there) and submits."""
+    page.wait_for(DIALOG_OPEN, timeout=30)
+    page.eval("document.getElementById('api-key-input').value = ''")
+    page.type_text("#api-key-input", key)
+    if submit_with_enter:
+        page.press("Enter")
+    else:
+        page.click("#api-key-save")
+
+
 def check_api_key(browser, binary):
     with Server(binary, "--api-key", "right-key") as srv:
         page = browser.new_page()
         page.goto(f"http://127.0.0.1:{srv.port}/")
-        page.wait_for("document.getElementById('api-key-dialog').open", timeout=30)
-        page.type_text("#api-key-input", "wrong-key")
-        page.press("Enter")
-        page.wait_for("document.getElementById('api-key-dialog').open &&"
-                      " document.getElementById('api-key-message').textContent"
+        answer_key_dialog(page, "wrong-key", submit_with_enter=True)
+        page.wait_for(f"{DIALOG_OPEN} && document.getElementById('api-key-message').textContent"
                       ".includes('Incorrect or missing API key')", timeout=30)
-        page.eval("document.getElementById('api-key-input').value = ''")
-        page.type_text("#api-key-input", "right-key")
-        page.click("#api-key-save")
-        page.wait_for("!document.getElementById('api-key-dialog').open &&"
+        answer_key_dialog(page, "right-key")
+        page.wait_for(f"!{DIALOG_OPEN} &&"
                       f" document.getElementById('model-name').textContent === {json.dumps(srv.name)}",
                       timeout=30)
         set_input(page, "max-tokens", "8")
@@ -287,11 +296,8 @@ def check_api_key(browser, binary):
         assert "Incorrect or missing API key" in error, error
         # The 401 asks for the key again; the failed message stays on screen but is not sent
         # again: roles keep alternating.
-        page.wait_for("document.getElementById('api-key-dialog').open", timeout=30)
-        page.eval("document.getElementById('api-key-input').value = ''")
-        page.type_text("#api-key-input", "right-key")
-        page.click("#api-key-save")
-        page.wait_for("!document.getElementById('api-key-dialog').open", timeout=30)
+        answer_key_dialog(page, "right-key")
+        page.wait_for(f"!{DIALOG_OPEN}", timeout=30)
         page.eval("window.__bodies = []; const realFetch = window.fetch;"
                   " window.fetch = (url, init) => { if (init && init.body)"
                   " window.__bodies.push(JSON.parse(init.body)); return realFetch(url, init); }")

@@ -209,10 +209,7 @@
       fillMessageParts(el, m);
     } catch (e) {
       console.warn("message shown as plain text:", e);
-      for (const old of el.querySelectorAll(":scope > .reasoning, :scope > .msg-body, " +
-                                            ":scope > .tool-call, :scope > .msg-stats")) {
-        old.remove();
-      }
+      clearParts(el);
       const body = document.createElement("div");
       body.className = "msg-body plain";
       body.textContent = m.content;
@@ -220,11 +217,16 @@
     }
   }
 
-  function fillMessageParts(el, m) {
+  // Removes what fillMessage adds (the role line and the action buttons stay).
+  function clearParts(el) {
     for (const old of el.querySelectorAll(":scope > .reasoning, :scope > .msg-body, " +
                                           ":scope > .tool-call, :scope > .msg-stats")) {
       old.remove();
     }
+  }
+
+  function fillMessageParts(el, m) {
+    clearParts(el);
     const anchor = el.querySelector(":scope > .msg-actions");
     const add = (node) => el.insertBefore(node, anchor);
     if (m.reasoning) {

@@ -347,7 +347,7 @@
       if (!m || m[1].length !== indent) break;
       const item = document.createElement("li");
       const body = [m[3]];
-      let fence = FENCE.exec(m[3]) ? FENCE.exec(m[3])[1] : null;
+      let fence = FENCE.exec(m[3])?.[1] ?? null;
       i += 1;
       // Continuation: indented deeper than the marker (a nested list, more text), and inside an
       // open code fence blank lines too.

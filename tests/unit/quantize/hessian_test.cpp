@@ -13,6 +13,7 @@
 #include "kv/step_batch.h"
 #include "model/cpu_runner.h"
 #include "model/tiny_model.h"
+#include "quantize_fixtures.h"
 #include "temp_dir.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -20,11 +21,7 @@
 namespace llms::quantize {
 namespace {
 
-std::vector<int32_t> tokens(int32_t n, int32_t seed) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (int32_t i = 0; i < n; ++i) t[static_cast<size_t>(i)] = (i * 31 + seed * 7) % 250 + 3;
-  return t;
-}
+using fixtures::tokens;
 
 TEST(HessianCollection, EqualsTheOuterProductsOfWhatTheObserverWasTold) {
   testing::TempDir dir;

@@ -18,6 +18,7 @@
 #include "quant/quant.h"
 #include "quantize/hessian.h"
 #include "quantize/model_quantizer.h"
+#include "quantize_fixtures.h"
 #include "temp_dir.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -25,24 +26,13 @@
 namespace llms::quantize {
 namespace {
 
+using fixtures::k_friendly_spec;
+using fixtures::options_for;
+using fixtures::tokens;
+using fixtures::values_of;
+
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-model::TinyModelSpec k_friendly_spec() {
-  model::TinyModelSpec spec;
-  spec.n_layers = 2;
-  spec.n_embd = 256;
-  spec.n_ff = 512;
-  spec.n_heads = 4;
-  spec.n_kv_heads = 2;
-  return spec;
-}
-
-std::vector<int32_t> tokens(int32_t n, int32_t seed) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (int32_t i = 0; i < n; ++i) t[static_cast<size_t>(i)] = (i * 31 + seed * 7) % 250 + 3;
-  return t;
-}
 
 HessianSet calibrate(const fs::path& model_path) {
   const gguf::GgufFile file = gguf::GgufFile::open(model_path);
@@ -61,13 +51,6 @@ HessianSet calibrate(const fs::path& model_path) {
   return collector.take();
 }
 
-std::vector<float> values_of(const gguf::GgufFile& file, const gguf::TensorInfo& t) {
-  std::vector<float> values(t.n_elements);
-  quant::dequantize_row(t.type, file.tensor_data(t).data(), values.data(),
-                        static_cast<int64_t>(t.n_elements));
-  return values;
-}
-
 double output_error(const std::vector<float>& w, const std::vector<float>& q,
                     const HessianSet::Entry& e) {
   const auto n = static_cast<size_t>(e.n_columns);
@@ -84,20 +67,11 @@ double output_error(const std::vector<float>& w, const std::vector<float>& q,
   return total;
 }
 
-QuantizeOptions options_for(const fs::path& in, const fs::path& out, QuantizeTarget target) {
-  QuantizeOptions o;
-  o.input = in;
-  o.output = out;
-  o.target = target;
-  o.n_threads = 2;
-  return o;
-}
-
 class GptqQuantizeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     in_ = dir_.path() / "f32.gguf";
-    model::write_tiny_model(k_friendly_spec(), in_);
+    model::write_tiny_model(k_friendly_spec(2), in_);
     hessians_ = calibrate(in_);
   }
 

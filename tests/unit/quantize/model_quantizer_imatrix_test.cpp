@@ -21,6 +21,7 @@
 #include "quantize/importance_matrix.h"
 #include "quantize/model_quantizer.h"
 #include "quantize/weighted_quantizers.h"
+#include "quantize_fixtures.h"
 #include "temp_dir.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -28,25 +29,14 @@
 namespace llms::quantize {
 namespace {
 
+using fixtures::k_friendly_spec;
+using fixtures::options_for;
+using fixtures::tokens;
+using fixtures::values_of;
+
 namespace fs = std::filesystem;
 using gguf::GgmlType;
 using ::testing::HasSubstr;
-
-model::TinyModelSpec k_friendly_spec() {
-  model::TinyModelSpec spec;
-  spec.n_layers = 4;
-  spec.n_embd = 256;
-  spec.n_ff = 512;
-  spec.n_heads = 4;
-  spec.n_kv_heads = 2;
-  return spec;
-}
-
-std::vector<int32_t> tokens(int32_t n, int32_t seed) {
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (int32_t i = 0; i < n; ++i) t[static_cast<size_t>(i)] = (i * 31 + seed * 7) % 250 + 3;
-  return t;
-}
 
 // An imatrix of every blk.* matrix of the file with skewed random sums (a few loud columns, as
 // real activations have).
@@ -67,13 +57,6 @@ ImportanceMatrix synthetic_imatrix(const gguf::GgufFile& file) {
   return m;
 }
 
-std::vector<float> values_of(const gguf::GgufFile& file, const gguf::TensorInfo& t) {
-  std::vector<float> values(t.n_elements);
-  quant::dequantize_row(t.type, file.tensor_data(t).data(), values.data(),
-                        static_cast<int64_t>(t.n_elements));
-  return values;
-}
-
 // sum over rows and columns of importance_j * (x - y)^2: the error the imatrix asks to lower.
 double importance_error(const std::vector<float>& x, const std::vector<float>& y,
                         const ImportanceMatrix::Entry& e) {
@@ -84,15 +67,6 @@ double importance_error(const std::vector<float>& x, const std::vector<float>& y
     error += e.sum_squares[i % n] * d * d;
   }
   return error;
-}
-
-QuantizeOptions options_for(const fs::path& in, const fs::path& out, QuantizeTarget target) {
-  QuantizeOptions o;
-  o.input = in;
-  o.output = out;
-  o.target = target;
-  o.n_threads = 2;
-  return o;
 }
 
 class ImatrixQuantizeTest : public ::testing::Test {

@@ -21,26 +21,20 @@
 #include "model/tiny_model.h"
 #include "quant/quant.h"
 #include "quantize/quantize_plan.h"
+#include "quantize_fixtures.h"
 #include "temp_dir.h"
 #include "util/error.h"
 
 namespace llms::quantize {
 namespace {
 
+using fixtures::k_friendly_spec;
+using fixtures::options_for;
+using fixtures::values_of;
+
 namespace fs = std::filesystem;
 using gguf::GgmlType;
 using ::testing::HasSubstr;
-
-// 256 wide with a 512-wide feed-forward, so every row is a whole number of K blocks.
-model::TinyModelSpec k_friendly_spec() {
-  model::TinyModelSpec spec;
-  spec.n_layers = 4;
-  spec.n_embd = 256;
-  spec.n_ff = 512;
-  spec.n_heads = 4;
-  spec.n_kv_heads = 2;
-  return spec;
-}
 
 std::set<std::string> names_in(const fs::path& dir) {
   std::set<std::string> names;
@@ -53,13 +47,6 @@ std::set<std::string> names_in(const fs::path& dir) {
 std::vector<uint8_t> bytes_of(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-std::vector<float> values_of(const gguf::GgufFile& file, const gguf::TensorInfo& t) {
-  std::vector<float> values(t.n_elements);
-  quant::dequantize_row(t.type, file.tensor_data(t).data(), values.data(),
-                        static_cast<int64_t>(t.n_elements));
-  return values;
 }
 
 // Largest error of a block relative to the block's largest magnitude, over a type's own blocks
@@ -147,15 +134,6 @@ std::map<GgmlType, int> type_counts(const fs::path& path) {
   const gguf::GgufFile file = gguf::GgufFile::open(path);
   for (const auto& t : file.tensors()) ++counts[t.type];
   return counts;
-}
-
-QuantizeOptions options_for(const fs::path& in, const fs::path& out, QuantizeTarget target) {
-  QuantizeOptions o;
-  o.input = in;
-  o.output = out;
-  o.target = target;
-  o.n_threads = 2;
-  return o;
 }
 
 TEST(ModelQuantizer, F32ToEachTargetIsFaithful) {
