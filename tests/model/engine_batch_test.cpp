@@ -12,16 +12,11 @@
 #include "engine/engine.h"
 #include "gguf/gguf_file.h"
 #include "model_dir.h"
+#include "sanitizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace llms {
 namespace {
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define LLMS_UNDER_ASAN 1
-#endif
-#endif
 
 std::filesystem::path default_model() {
   return testing::model_dir() / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
@@ -44,7 +39,7 @@ TEST(EngineBatch, GreedyTokensEqualAloneAndAmongOthers) {
   gguf::GgufFile file = gguf::GgufFile::open(path);
   tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_gguf(file);
 
-#ifdef LLMS_UNDER_ASAN
+#ifdef LLMS_TEST_UNDER_ASAN
   const int n_requests = 8;  // the sanitizer build is ~10x slower; the shape of the test holds
   // Long enough that decoding sequences cross a block boundary while prompts hold the pool:
   // since a prompt short of blocks waits rather than preempts, 4 tokens no longer preempted.

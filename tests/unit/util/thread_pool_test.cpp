@@ -15,17 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "sanitizer.h"
 #include "util/error.h"
-
-// ASan reserves terabytes of shadow address space, so an address-space limit cannot be tested
-// under it.
-#if defined(__SANITIZE_ADDRESS__)
-#define LLMS_TEST_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define LLMS_TEST_UNDER_ASAN 1
-#endif
-#endif
 
 namespace llms {
 namespace {
@@ -194,6 +185,7 @@ TEST(ThreadPool, PhysicalCoreCountIsPlausible) {
 // address space, where 4,000 thread stacks (8 MiB each) cannot be reserved.
 TEST(ThreadPool, RefusesWhenTheSystemCannotStartItsThreads) {
 #ifdef LLMS_TEST_UNDER_ASAN
+  // ASan reserves terabytes of shadow address space.
   GTEST_SKIP() << "an address-space limit does not work under ASan";
 #else
   const pid_t pid = fork();
