@@ -13,6 +13,7 @@
 #include "quantize/block_codes.h"
 #include "quantize/weighted_quantizers.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace llms::quantize {
 
@@ -47,6 +48,86 @@ bool inverse_hessian_factor(const std::vector<double>& h, int n, std::vector<flo
     }
   }
   return true;
+}
+
+// What every tile of rows reads: the matrix, U and the per-column facts.
+struct RowTileContext {
+  GgmlType type;
+  const float* weights;  // rows x cols
+  int64_t cols;
+  const float* u;  // cols x cols, upper triangular
+  const float* importance;
+  const uint8_t* dead;
+  int64_t span;  // columns updated one by one before one sgemm onto the rest
+  int64_t block;
+  int64_t block_bytes;
+  uint64_t row_bytes;
+  uint8_t* out;
+};
+
+// One thread's working rows and span errors.
+struct TileScratch {
+  explicit TileScratch(const RowTileContext& ctx)
+      : w(static_cast<size_t>(kTileRows * ctx.cols)),
+        err(static_cast<size_t>(kTileRows * ctx.span)) {}
+  std::vector<float> w;
+  std::vector<float> err;
+};
+
+// Rounds rows [tile * kTileRows, +kTileRows) column by column, pushing each column's error onto
+// the later columns (inside the span one by one, after it as one sgemm).
+void quantize_row_tile(const RowTileContext& ctx, int64_t tile_index, int64_t rows,
+                       TileScratch& scratch) {
+  const int64_t r0 = tile_index * kTileRows;
+  const int64_t tile = std::min(kTileRows, rows - r0);
+  const int64_t cols = ctx.cols;
+  const auto nn = static_cast<size_t>(cols);
+  const int n = static_cast<int>(cols);
+  const int64_t span = ctx.span;
+  const int64_t block = ctx.block;
+  float* w = scratch.w.data();
+  float* err = scratch.err.data();
+  std::memcpy(w, ctx.weights + r0 * cols, static_cast<size_t>(tile) * nn * sizeof(float));
+  for (int64_t i = 0; i < tile; ++i) {
+    for (size_t j = 0; j < nn; ++j) {
+      if (ctx.dead[j]) w[static_cast<size_t>(i) * nn + j] = 0.0f;
+    }
+  }
+  for (int64_t s = 0; s < cols; s += span) {
+    const int64_t end = std::min(s + span, cols);
+    for (int64_t c = s; c < end; ++c) {
+      const float* u_row = ctx.u + static_cast<size_t>(c) * nn;
+      const float u_cc = u_row[c];
+      for (int64_t i = 0; i < tile; ++i) {
+        float* wr = w + static_cast<size_t>(i) * nn;
+        uint8_t* blk = ctx.out + static_cast<uint64_t>(r0 + i) * ctx.row_bytes +
+                       static_cast<uint64_t>((c / block) * ctx.block_bytes);
+        if (c % block == 0) {
+          // The block's scales, fitted to its values as the earlier columns have left them.
+          quantize_row_with_importance(ctx.type, wr + c, ctx.importance + c, blk, block);
+        }
+        const int j = static_cast<int>(c % block);
+        const CodeGrid grid = code_grid(ctx.type, blk, j);
+        const int code = grid.nearest(wr[c]);
+        set_code(ctx.type, blk, j, code);
+        const float e = (wr[c] - grid.decode(code)) / u_cc;
+        err[static_cast<size_t>(i * span + (c - s))] = e;
+        for (int64_t k = c + 1; k < end; ++k) wr[k] -= e * u_row[k];
+      }
+    }
+    if (end < cols) {
+      // w[:, end:] -= err[:, :len] * U[s:end, end:], as column-major
+      // C (m x tile) -= B (m x len) * A (len x tile).
+      const int m = static_cast<int>(cols - end);
+      const int t = static_cast<int>(tile);
+      const int len = static_cast<int>(end - s);
+      const int ld_err = static_cast<int>(span);
+      const float minus_one = -1.0f;
+      const float one = 1.0f;
+      sgemm_("N", "N", &m, &t, &len, &minus_one, ctx.u + static_cast<size_t>(s) * nn + end, &n, err,
+             &ld_err, &one, w + end, &n, 1, 1);
+    }
+  }
 }
 
 }  // namespace
@@ -93,6 +174,7 @@ void gptq_quantize(GgmlType type, const float* weights, int64_t rows, int64_t co
   }
   const double mean_diagonal = diagonal_sum / static_cast<double>(nn);
 
+  openblas_set_num_threads(std::max(1, options.n_threads));
   std::vector<float> u;
   double dampening = options.dampening;
   for (int attempt = 0;; ++attempt) {
@@ -106,59 +188,37 @@ void gptq_quantize(GgmlType type, const float* weights, int64_t rows, int64_t co
     }
     dampening *= 10.0;
   }
-  openblas_set_num_threads(std::max(1, options.n_threads));
 
   const int64_t span = type == GgmlType::kQ4_0 || type == GgmlType::kQ5_0 || type == GgmlType::kQ8_0
                            ? kLegacySpan
                            : block;
-  const uint64_t row_bytes = quant::quantized_row_bytes(type, cols);
-  auto* out_bytes = static_cast<uint8_t*>(out);
-  std::vector<float> w(static_cast<size_t>(kTileRows) * nn);
-  std::vector<float> err(static_cast<size_t>(kTileRows * span));
-
-  for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
-    const int64_t tile = std::min(kTileRows, rows - r0);
-    std::memcpy(w.data(), weights + r0 * cols, static_cast<size_t>(tile) * nn * sizeof(float));
-    for (int64_t i = 0; i < tile; ++i) {
-      for (size_t j = 0; j < nn; ++j) {
-        if (dead[j]) w[i * n + j] = 0.0f;
-      }
-    }
-    for (int64_t s = 0; s < cols; s += span) {
-      const int64_t end = std::min(s + span, cols);
-      for (int64_t c = s; c < end; ++c) {
-        const float* u_row = &u[static_cast<size_t>(c) * nn];
-        const float u_cc = u_row[c];
-        for (int64_t i = 0; i < tile; ++i) {
-          float* wr = &w[static_cast<size_t>(i) * nn];
-          uint8_t* blk = out_bytes + (r0 + i) * row_bytes + (c / block) * block_bytes;
-          if (c % block == 0) {
-            // The block's scales, fitted to its values as the earlier columns have left them.
-            quantize_row_with_importance(type, wr + c, importance.data() + c, blk, block);
-          }
-          const int j = static_cast<int>(c % block);
-          const CodeGrid grid = code_grid(type, blk, j);
-          const int code = grid.nearest(wr[c]);
-          set_code(type, blk, j, code);
-          const float e = (wr[c] - grid.decode(code)) / u_cc;
-          err[static_cast<size_t>(i * span + (c - s))] = e;
-          for (int64_t k = c + 1; k < end; ++k) wr[k] -= e * u_row[k];
-        }
-      }
-      if (end < cols) {
-        // w[:, end:] -= err[:, :len] * U[s:end, end:], as column-major
-        // C (m x tile) -= B (m x len) * A (len x tile).
-        const int m = static_cast<int>(cols - end);
-        const int t = static_cast<int>(tile);
-        const int len = static_cast<int>(end - s);
-        const int ld_err = static_cast<int>(span);
-        const float minus_one = -1.0f;
-        const float one = 1.0f;
-        sgemm_("N", "N", &m, &t, &len, &minus_one, &u[static_cast<size_t>(s) * nn + end], &n,
-               err.data(), &ld_err, &one, &w[end], &n, 1, 1);
-      }
-    }
+  const RowTileContext ctx{type,
+                           weights,
+                           cols,
+                           u.data(),
+                           importance.data(),
+                           dead.data(),
+                           span,
+                           block,
+                           block_bytes,
+                           quant::quantized_row_bytes(type, cols),
+                           static_cast<uint8_t*>(out)};
+  const int64_t n_tiles = (rows + kTileRows - 1) / kTileRows;
+  // Each tile's matrix products run on its own thread (BLAS single-threaded), so the result is the
+  // same whatever the thread count, pool or none.
+  openblas_set_num_threads(1);
+  if (options.pool == nullptr || options.pool->size() < 2 || n_tiles < 2) {
+    TileScratch scratch(ctx);
+    for (int64_t tile = 0; tile < n_tiles; ++tile) quantize_row_tile(ctx, tile, rows, scratch);
+    return;
   }
+  std::vector<TileScratch> scratch(static_cast<size_t>(options.pool->size()), TileScratch(ctx));
+  options.pool->parallel_for(n_tiles, [&](int64_t begin, int64_t end, int thread) {
+    for (int64_t tile = begin; tile < end; ++tile) {
+      quantize_row_tile(ctx, tile, rows, scratch[static_cast<size_t>(thread)]);
+    }
+  });
+  options.pool->rest();
 }
 
 }  // namespace llms::quantize

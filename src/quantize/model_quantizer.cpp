@@ -221,8 +221,8 @@ uint64_t planned_file_size(const gguf::GgufWriter& metadata_only,
   return size;
 }
 
-// Dequantizes the whole tensor (rows over the pool), then GPTQ quantizes it with the pool at rest
-// (its matrix products have threads of their own).
+// Dequantizes the whole tensor, then GPTQ quantizes it: rows over the pool both times (the
+// factorization's matrix products have BLAS threads of their own).
 std::vector<uint8_t> convert_tensor_gptq(const TensorJob& job, std::span<const uint8_t> input,
                                          ThreadPool& pool, double dampening) {
   const gguf::TensorInfo& t = *job.input;
@@ -239,7 +239,7 @@ std::vector<uint8_t> convert_tensor_gptq(const TensorJob& job, std::span<const u
   pool.rest();
   std::vector<uint8_t> output(job.n_bytes);
   gptq_quantize(job.type, weights.data(), n_rows, row_length, job.hessian->h.data(), output.data(),
-                GptqOptions{dampening, pool.size()});
+                GptqOptions{dampening, pool.size(), &pool});
   return output;
 }
 

@@ -15,6 +15,7 @@
 #include "quant/quant.h"
 #include "quantize/weighted_quantizers.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace llms::quantize {
 namespace {
@@ -131,6 +132,24 @@ INSTANTIATE_TEST_SUITE_P(Types, Gptq,
                          [](const testing::TestParamInfo<GgmlType>& param_info) {
                            return std::string(gguf::ggml_type_name(param_info.param));
                          });
+
+// Tiles of rows on a pool give the bytes the calling thread alone gives, whatever the pool's size
+// (96 rows: two tiles of 64 and 32).
+TEST(GptqThreads, PoolOfAnySizeGivesTheSameBytes) {
+  const Layer layer = make_layer(true, 21);
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ4_0}) {
+    const uint64_t row_bytes = quant::quantized_row_bytes(type, kCols);
+    std::vector<uint8_t> alone(row_bytes * kRows);
+    gptq_quantize(type, layer.w.data(), kRows, kCols, layer.h.data(), alone.data());
+    for (int n_threads : {2, 3}) {
+      ThreadPool pool(n_threads);
+      std::vector<uint8_t> pooled(row_bytes * kRows, 0xAB);
+      gptq_quantize(type, layer.w.data(), kRows, kCols, layer.h.data(), pooled.data(),
+                    GptqOptions{0.01, n_threads, &pool});
+      EXPECT_EQ(pooled, alone) << gguf::ggml_type_name(type) << " with " << n_threads << " threads";
+    }
+  }
+}
 
 TEST(GptqEdges, DeadColumnsAndSingularHessians) {
   Layer layer = make_layer(true, 13);

@@ -14,6 +14,7 @@
 //     being diag H), to the values as the earlier columns' errors have left them. Then each column
 //     c in order: code = the grid point nearest the current value (quantize/block_codes.h), e =
 //     (w_c - decoded) / U_cc, and w_k -= e * U_ck for every later column k.
+//   - Rows are rounded in tiles of 64, spread over a thread pool when one is given.
 //   - The updates are batched as in the paper: inside a span of columns (one K super-block, or
 //     four legacy blocks) they go column by column; onto the columns after the span, as one matrix
 //     product per tile of rows (BLAS sgemm).
@@ -26,11 +27,18 @@
 
 #include "gguf/ggml_type.h"
 
+namespace llms {
+class ThreadPool;
+}
+
 namespace llms::quantize {
 
 struct GptqOptions {
   double dampening = 0.01;  // fraction of the mean of diag H added to the diagonal
-  int n_threads = 1;        // BLAS threads
+  int n_threads = 1;        // BLAS threads for the factorization
+  // Tiles of 64 rows are spread over the pool's threads (each tile's sgemm single-threaded, so the
+  // output does not depend on the thread count); without a pool they run on the calling thread.
+  ThreadPool* pool = nullptr;
 };
 
 bool has_gptq_quantizer(gguf::GgmlType type);
