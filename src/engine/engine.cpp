@@ -31,6 +31,7 @@
 #include "spec/verifier.h"
 #include "tokenizer/detokenizer.h"
 #include "util/error.h"
+#include "util/system_memory.h"
 #include "util/thread_pool.h"
 
 namespace llms::engine {
@@ -51,7 +52,6 @@ const char* finish_reason_name(FinishReason reason) {
   return "";
 }
 
-using detail::available_memory_bytes;
 using detail::gib;
 using detail::kRestAfterForwardSeconds;
 using detail::now_seconds;

@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -34,18 +33,6 @@ inline constexpr double kRestAfterForwardSeconds = 2e-3;
 
 inline double now_seconds() {
   return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
-}
-
-// MemAvailable from /proc/meminfo in bytes, or 0 when unknown.
-inline int64_t available_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t value = 0;
-  std::string unit;
-  while (in >> key >> value >> unit) {
-    if (key == "MemAvailable:") return value * 1024;
-  }
-  return 0;
 }
 
 inline double gib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 30); }

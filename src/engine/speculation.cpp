@@ -12,10 +12,10 @@
 #include "spec/ngram_proposer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/system_memory.h"
 
 namespace llms::engine {
 
-using detail::available_memory_bytes;
 using detail::gib;
 
 namespace {
