@@ -1,11 +1,13 @@
 // cli/quantize_command: `llmserve quantize IN OUT --type TYPE [--method rtn|imatrix|gptq]
-// [--imatrix FILE] [--calibration TEXT [--ctx N] [--chunks N] [--dampening F]] [--force]
+// [--imatrix FILE] [--calibration TEXT [--ctx N] [--chunks N] [--dampening F]
+// [--hessian-memory SIZE]] [--force]
 // [-t THREADS]`.
 //
 // Rewrites a GGUF file (or a registered model's cached file) with its tensors in another type:
 // round-to-nearest; with --imatrix weighted by an importance matrix where it has an entry; or
 // with --method gptq by GPTQ, from Hessians gathered by running IN itself over the calibration
-// text (cli/calibration_run.h, quantize/hessian.h, quantize/gptq.h). Which tensor gets which
+// text, a group of layers at a time under --hessian-memory (cli/grouped_hessians.h,
+// quantize/hessian.h, quantize/gptq.h). Which tensor gets which
 // type: quantize/quantize_plan.h; docs/QUANTIZE.md. A progress line per tensor and a one-line
 // summary go to stderr; refusals (an existing OUT without --force, OUT equal to IN, an unknown
 // type or method, flags of another method, ...) happen before any work and leave no file.
@@ -13,19 +15,23 @@
 
 #include <fmt/core.h>
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "calibration_run.h"
 #include "engine_options.h"
 #include "gguf/ggml_type.h"
 #include "gguf/gguf_file.h"
+#include "grouped_hessians.h"
 #include "model_registry.h"
 #include "quantize/hessian.h"
 #include "quantize/model_quantizer.h"
 #include "quantize/quantize_plan.h"
 #include "util/byte_size.h"
 #include "util/error.h"
+#include "util/system_memory.h"
 #include "util/thread_pool.h"
 
 namespace llms::cli {
@@ -43,6 +49,7 @@ struct QuantizeCommandOptions {
   int64_t chunks = 0;
   bool chunks_given = false;
   double dampening = 0.01;
+  std::string hessian_memory;  // empty: half of the available memory
   bool force = false;
   int threads = 0;
 };
@@ -77,10 +84,23 @@ std::string check_method(const QuantizeCommandOptions& o) {
   return method;
 }
 
-// Runs the input over the calibration text and gathers its Hessians.
-quantize::HessianSet gather_hessians(const QuantizeCommandOptions& o,
-                                     const quantize::QuantizeOptions& options) {
-  const gguf::GgufFile file = gguf::GgufFile::open(options.input);
+// The Hessian budget: --hessian-memory, or half of the memory available now.
+uint64_t hessian_budget(const QuantizeCommandOptions& o) {
+  if (!o.hessian_memory.empty()) {
+    const auto bytes = parse_byte_size(o.hessian_memory);
+    if (!bytes || *bytes == 0) {
+      refuse("--hessian-memory: '" + o.hessian_memory +
+             "' is not a positive size (e.g. 4GiB, 512MiB)");
+    }
+    return *bytes;
+  }
+  const int64_t available = available_memory_bytes();
+  // Unknown (no /proc/meminfo): no bound, as before there was one.
+  return available > 0 ? static_cast<uint64_t>(available) / 2 : UINT64_MAX;
+}
+
+GroupedHessians plan_hessians(const QuantizeCommandOptions& o,
+                              const quantize::QuantizeOptions& options) {
   CalibrationOptions calibration;
   calibration.text_file = o.calibration;
   calibration.text_flag = "--calibration";
@@ -89,14 +109,20 @@ quantize::HessianSet gather_hessians(const QuantizeCommandOptions& o,
   calibration.min_ctx = quantize::HessianCollector::kMinRows;
   calibration.threads = options.n_threads;
   calibration.tag = "gptq";
-  CalibrationRun run(file, options.input.filename().string(), calibration);
-  quantize::HessianCollector collector;
-  run.run([&collector](const model::MatmulInput& input) {
-    collector.add(input.weight, input.data, input.n_rows, input.n_columns);
-  });
-  fmt::print(stderr, "[gptq] Hessians: {} from {} chunks of {} tokens\n",
-             format_bytes(collector.bytes()), run.n_chunks(), o.ctx);
-  return collector.take();
+  // No tensor for GPTQ (e.g. an F16 target): no group, and quantize_model refuses.
+  std::vector<quantize::GptqTensor> tensors = quantize::gptq_tensors(options);
+  const uint64_t budget = hessian_budget(o);
+  GroupedHessians hessians(options.input, calibration, std::move(tensors), budget);
+  const size_t n_groups = hessians.groups().size();
+  uint64_t total = 0;
+  for (const quantize::LayerGroup& g : hessians.groups()) total += g.hessian_bytes;
+  if (n_groups > 1) {
+    fmt::print(stderr,
+               "[gptq] Hessians take {} in all, over the budget of {}: {} calibration runs, one "
+               "per group of layers\n",
+               format_bytes(total), format_bytes(budget), n_groups);
+  }
+  return hessians;
 }
 
 int run_quantize(const QuantizeCommandOptions& o) {
@@ -117,11 +143,11 @@ int run_quantize(const QuantizeCommandOptions& o) {
         gguf::ggml_type_name(p.from), gguf::ggml_type_name(p.to),
         same ? " (copied)" : (p.uses_imatrix ? " (imatrix)" : (p.uses_gptq ? " (gptq)" : "")));
   };
-  quantize::HessianSet hessians;
+  std::optional<GroupedHessians> hessians;
   if (method == "gptq") {
     quantize::check_quantize_paths(options);  // before minutes of calibration
-    hessians = gather_hessians(o, options);
-    options.hessians = &hessians;
+    hessians.emplace(plan_hessians(o, options));
+    options.hessians = [&hessians](const quantize::GptqTensor& t) { return hessians->find(t); };
   }
   const quantize::QuantizeReport r = quantize::quantize_model(options);
   fmt::print(
@@ -130,11 +156,11 @@ int run_quantize(const QuantizeCommandOptions& o) {
       options.input.string(), options.output.string(), quantize::target_info(options.target).name,
       format_bytes(r.input_bytes), format_bytes(r.output_bytes), r.n_tensors, r.n_converted,
       r.n_copied, r.seconds);
-  if (options.hessians) {
+  if (hessians) {
     fmt::print(stderr,
                "gptq: {} of the {} converted tensors quantized by GPTQ ({} Hessians); the others "
                "round-to-nearest\n",
-               r.n_gptq, r.n_converted, hessians.n_distinct());
+               r.n_gptq, r.n_converted, hessians->n_distinct());
   }
   if (!options.imatrix.empty()) {
     fmt::print(stderr,
@@ -173,6 +199,10 @@ void add_quantize_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--dampening", opts->dampening,
                   "GPTQ: fraction of the Hessian's mean diagonal added to it")
       ->capture_default_str();
+  cmd->add_option("--hessian-memory", opts->hessian_memory,
+                  "GPTQ: most memory the Hessians may take at once, e.g. 4GiB (default: half of "
+                  "the available memory); over it, one calibration run per group of layers that "
+                  "fits");
   cmd->add_flag("--force", opts->force, "Replace OUT when it exists");
   add_threads_option(*cmd, opts->threads);
   cmd->add_option("--cache-dir", opts->cache_dir, "Cache root for registered models");

@@ -25,15 +25,19 @@ constexpr int kDampeningRetries = 4;
 constexpr int64_t kTileRows = 64;     // rows whose trailing updates share one sgemm
 constexpr int64_t kLegacySpan = 128;  // columns per span for the 32-element types
 
-// U (row-major, upper triangular) with H^-1 = U^T U, for a positive definite H (row-major, n x n);
-// false when the Cholesky factorization fails. With P the order reversal, P H P = L L^T gives
-// H^-1 = (P L^-1 P)^T (P L^-1 P), and P L^-1 P is upper triangular: so U = P L^-1 P.
-bool inverse_hessian_factor(const std::vector<double>& h, int n, std::vector<float>& u) {
+// U (row-major, upper triangular) with H^-1 = U^T U for H = the Hessian (row-major, n x n) with
+// `diagonal` on its diagonal; false when the Cholesky factorization fails (H not positive
+// definite). With P the order reversal, P H P = L L^T gives H^-1 = (P L^-1 P)^T (P L^-1 P), and
+// P L^-1 P is upper triangular: so U = P L^-1 P. Working memory: n^2 doubles (P H P, factored and
+// inverted in place) besides U.
+bool inverse_hessian_factor(const float* hessian, const std::vector<double>& diagonal, int n,
+                            std::vector<float>& u) {
   const size_t nn = static_cast<size_t>(n);
   std::vector<double> a(nn * nn);
   // Column-major element (i, j) of P H P; H is symmetric, so either layout reads the same.
   for (size_t j = 0; j < nn; ++j) {
-    for (size_t i = 0; i < nn; ++i) a[i + j * nn] = h[(nn - 1 - i) * nn + (nn - 1 - j)];
+    for (size_t i = 0; i < nn; ++i) a[i + j * nn] = hessian[(nn - 1 - i) * nn + (nn - 1 - j)];
+    a[j + j * nn] = diagonal[nn - 1 - j];
   }
   int info = 0;
   dpotrf_("L", &n, a.data(), &n, &info, 1);
@@ -49,6 +53,21 @@ bool inverse_hessian_factor(const std::vector<double>& h, int n, std::vector<flo
   }
   return true;
 }
+
+// Sets OpenBLAS's thread count for a scope and puts the previous one back: other BLAS users (the
+// Hessians' ssyrk in a later calibration run) must see the same count whether or not GPTQ ran
+// before them, since a sum's rounding may depend on how it was split.
+class BlasThreads {
+ public:
+  BlasThreads() : previous_(openblas_get_num_threads()) {}
+  ~BlasThreads() { openblas_set_num_threads(previous_); }
+  BlasThreads(const BlasThreads&) = delete;
+  BlasThreads& operator=(const BlasThreads&) = delete;
+  void set(int n) { openblas_set_num_threads(std::max(1, n)); }
+
+ private:
+  int previous_;
+};
 
 // What every tile of rows reads: the matrix, U and the per-column facts.
 struct RowTileContext {
@@ -153,7 +172,7 @@ void gptq_quantize(GgmlType type, const float* weights, int64_t rows, int64_t co
   const size_t nn = static_cast<size_t>(n);
 
   // Dead columns (no activation reached them) weigh nothing and are zeroed, as in the paper.
-  std::vector<double> h(nn * nn);
+  std::vector<double> diagonal(nn);
   std::vector<float> importance(nn);
   std::vector<uint8_t> dead(nn, 0);
   double diagonal_sum = 0.0;
@@ -161,26 +180,24 @@ void gptq_quantize(GgmlType type, const float* weights, int64_t rows, int64_t co
     if (!std::isfinite(hessian[i])) {
       throw Error(Error::Kind::kInvalidArgument, "GPTQ: the Hessian holds a non-finite value");
     }
-    h[i] = hessian[i];
   }
   for (size_t j = 0; j < nn; ++j) {
-    double& hjj = h[j * nn + j];
-    if (!(hjj > 0.0)) {
-      dead[j] = 1;
-      hjj = 1.0;
-    }
+    const double hjj = hessian[j * nn + j];
+    dead[j] = hjj > 0.0 ? 0 : 1;
+    diagonal[j] = dead[j] ? 1.0 : hjj;
     importance[j] = dead[j] ? 0.0f : static_cast<float>(hjj);
-    diagonal_sum += hjj;
+    diagonal_sum += diagonal[j];
   }
   const double mean_diagonal = diagonal_sum / static_cast<double>(nn);
 
-  openblas_set_num_threads(std::max(1, options.n_threads));
+  BlasThreads blas_threads;
+  blas_threads.set(options.n_threads);
   std::vector<float> u;
   double dampening = options.dampening;
   for (int attempt = 0;; ++attempt) {
-    std::vector<double> damped = h;
-    for (size_t j = 0; j < nn; ++j) damped[j * nn + j] += dampening * mean_diagonal;
-    if (inverse_hessian_factor(damped, n, u)) break;
+    std::vector<double> damped = diagonal;
+    for (double& d : damped) d += dampening * mean_diagonal;
+    if (inverse_hessian_factor(hessian, damped, n, u)) break;
     if (attempt == kDampeningRetries) {
       throw Error(Error::Kind::kInternal,
                   "GPTQ: the Hessian is not positive definite even with dampening " +
@@ -206,7 +223,7 @@ void gptq_quantize(GgmlType type, const float* weights, int64_t rows, int64_t co
   const int64_t n_tiles = (rows + kTileRows - 1) / kTileRows;
   // Each tile's matrix products run on its own thread (BLAS single-threaded), so the result is the
   // same whatever the thread count, pool or none.
-  openblas_set_num_threads(1);
+  blas_threads.set(1);
   if (options.pool == nullptr || options.pool->size() < 2 || n_tiles < 2) {
     TileScratch scratch(ctx);
     for (int64_t tile = 0; tile < n_tiles; ++tile) quantize_row_tile(ctx, tile, rows, scratch);

@@ -3,8 +3,10 @@
 
 #include <climits>
 #include <set>
+#include <utility>
 
 #include "lapack.h"
+#include "util/byte_size.h"
 #include "util/error.h"
 
 namespace llms::quantize {
@@ -20,11 +22,9 @@ size_t HessianSet::n_distinct() const {
   return seen.size();
 }
 
-namespace {
-
 // Weights that may read one input: a layer's q, k and v; its gate and up. Anything else has a
 // key of its own (so even a buffer the forward pass reuses is never taken for a shared input).
-std::string sibling_key(std::string_view weight) {
+std::string hessian_input_key(std::string_view weight) {
   const size_t dot = weight.find('.', 4);  // "blk.N."
   if (dot == std::string_view::npos) return std::string(weight);
   const std::string_view layer = weight.substr(0, dot);
@@ -38,10 +38,44 @@ std::string sibling_key(std::string_view weight) {
   return std::string(weight);
 }
 
-}  // namespace
+uint64_t hessian_bytes(std::span<const GptqTensor> tensors) {
+  std::set<std::string> inputs;
+  uint64_t total = 0;
+  for (const GptqTensor& t : tensors) {
+    if (!inputs.insert(hessian_input_key(t.name)).second) continue;
+    total +=
+        static_cast<uint64_t>(t.n_columns) * static_cast<uint64_t>(t.n_columns) * sizeof(float);
+  }
+  return total;
+}
+
+std::vector<LayerGroup> group_layers(std::span<const GptqTensor> tensors, uint64_t budget) {
+  // Each layer's bytes, layers in order.
+  std::map<int64_t, std::vector<GptqTensor>> by_layer;
+  for (const GptqTensor& t : tensors) by_layer[t.layer].push_back(t);
+  std::vector<LayerGroup> groups;
+  for (const auto& [layer, layer_tensors] : by_layer) {
+    const uint64_t bytes = hessian_bytes(layer_tensors);
+    if (bytes > budget) {
+      throw Error(Error::Kind::kInvalidArgument, "GPTQ: layer " + std::to_string(layer) +
+                                                     "'s Hessians take " + format_bytes(bytes) +
+                                                     ", more than the budget of " +
+                                                     format_bytes(budget) + " (--hessian-memory)");
+    }
+    if (groups.empty() || groups.back().hessian_bytes + bytes > budget) {
+      groups.push_back(LayerGroup{layer, layer, 0});
+    }
+    groups.back().last_layer = layer;
+    groups.back().hessian_bytes += bytes;
+  }
+  return groups;
+}
+
+HessianCollector::HessianCollector(std::function<bool(std::string_view weight)> wanted)
+    : wanted_(std::move(wanted)) {}
 
 bool HessianCollector::accepts(std::string_view weight, int64_t n_rows) const {
-  return n_rows >= kMinRows && weight.substr(0, 4) == "blk.";
+  return n_rows >= kMinRows && weight.substr(0, 4) == "blk." && (!wanted_ || wanted_(weight));
 }
 
 void HessianCollector::add(std::string_view weight, const float* rows, int64_t n_rows,
@@ -51,7 +85,7 @@ void HessianCollector::add(std::string_view weight, const float* rows, int64_t n
     throw Error(Error::Kind::kInvalidArgument,
                 "Hessian of '" + std::string(weight) + "': unsupported shape");
   }
-  const std::string key = sibling_key(weight);
+  const std::string key = hessian_input_key(weight);
   const bool same_input = has_last_ && rows == last_data_ && n_rows == last_rows_ &&
                           n_columns == last_columns_ && key == last_key_;
   auto it = group_of_.find(weight);

@@ -13,6 +13,7 @@ void sgemm_(const char* transa, const char* transb, const int* m, const int* n, 
             const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
             const float* beta, float* c, const int* ldc, size_t transa_len, size_t transb_len);
 void openblas_set_num_threads(int n);
+int openblas_get_num_threads(void);
 }
 
 extern "C" {

@@ -2,6 +2,7 @@
 // the first tensor is converted, so a bad invocation costs nothing but its message.
 #include "quantize/model_quantizer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <span>
@@ -91,7 +92,6 @@ struct TensorJob {
   uint64_t n_rows;
   uint64_t n_bytes;
   const ImportanceMatrix::Entry* importance = nullptr;  // quantize with its weights when set
-  const HessianSet::Entry* hessian = nullptr;           // quantize by GPTQ when set
   bool is_copy() const { return type == input->type; }
 };
 
@@ -154,27 +154,26 @@ void attach_importance(std::vector<TensorJob>& jobs, const ImportanceMatrix& mat
          "Q4_K, Q5_K, Q6_K) here; quantize without --imatrix");
 }
 
-// Gives each converted tensor its Hessian when its type has a GPTQ quantizer; refuses as
-// attach_importance does.
-void attach_hessians(std::vector<TensorJob>& jobs, const HessianSet& hessians) {
-  size_t n_used = 0;
-  for (TensorJob& job : jobs) {
-    const gguf::TensorInfo& t = *job.input;
-    const HessianSet::Entry* entry = hessians.find(t.name);
-    if (!entry) continue;
-    if (static_cast<uint64_t>(entry->n_columns) != t.ne[0]) {
-      refuse("GPTQ: the Hessian of '" + t.name + "' has " + std::to_string(entry->n_columns) +
-             " columns, but the tensor has " + std::to_string(t.ne[0]) + " (ne[0])");
-    }
-    if (job.is_copy() || !has_gptq_quantizer(job.type) || t.n_dims != 2) continue;
-    job.hessian = entry;
-    ++n_used;
+bool gptq_may_quantize(const TensorJob& job) {
+  return !job.is_copy() && has_gptq_quantizer(job.type) && job.input->n_dims == 2 &&
+         layer_of(job.input->name).has_value();
+}
+
+// The jobs GPTQ may quantize, as indices into `jobs`, by layer (stable within a layer).
+std::vector<size_t> gptq_job_order(const std::vector<TensorJob>& jobs) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (gptq_may_quantize(jobs[i])) order.push_back(i);
   }
-  if (n_used == 0) {
-    refuse(
-        "GPTQ: none of the tensors with a Hessian is converted to a type with a GPTQ "
-        "quantizer (Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) here");
-  }
+  std::stable_sort(order.begin(), order.end(), [&jobs](size_t a, size_t b) {
+    return *layer_of(jobs[a].input->name) < *layer_of(jobs[b].input->name);
+  });
+  return order;
+}
+
+GptqTensor gptq_tensor_of(const TensorJob& job) {
+  return GptqTensor{job.input->name, *layer_of(job.input->name),
+                    static_cast<int64_t>(job.input->ne[0])};
 }
 
 // The record llama-quantize leaves of an imatrix (or its absence: a record copied from the
@@ -223,8 +222,9 @@ uint64_t planned_file_size(const gguf::GgufWriter& metadata_only,
 
 // Dequantizes the whole tensor, then GPTQ quantizes it: rows over the pool both times (the
 // factorization's matrix products have BLAS threads of their own).
-std::vector<uint8_t> convert_tensor_gptq(const TensorJob& job, std::span<const uint8_t> input,
-                                         ThreadPool& pool, double dampening) {
+std::vector<uint8_t> convert_tensor_gptq(const TensorJob& job, const HessianSet::Entry& hessian,
+                                         std::span<const uint8_t> input, ThreadPool& pool,
+                                         double dampening) {
   const gguf::TensorInfo& t = *job.input;
   const auto row_length = static_cast<int64_t>(t.ne[0]);
   const auto n_rows = static_cast<int64_t>(job.n_rows);
@@ -238,7 +238,7 @@ std::vector<uint8_t> convert_tensor_gptq(const TensorJob& job, std::span<const u
   });
   pool.rest();
   std::vector<uint8_t> output(job.n_bytes);
-  gptq_quantize(job.type, weights.data(), n_rows, row_length, job.hessian->h.data(), output.data(),
+  gptq_quantize(job.type, weights.data(), n_rows, row_length, hessian.h.data(), output.data(),
                 GptqOptions{dampening, pool.size(), &pool});
   return output;
 }
@@ -281,6 +281,19 @@ std::vector<uint8_t> convert_tensor(const TensorJob& job, std::span<const uint8_
 
 void check_quantize_paths(const QuantizeOptions& options) { check_paths(options); }
 
+std::vector<GptqTensor> gptq_tensors(const QuantizeOptions& options) {
+  const gguf::GgufFile input = gguf::GgufFile::open(options.input);
+  const std::vector<TensorJob> jobs =
+      plan_tensors(input, QuantizePlan::for_file(options.target, input));
+  std::vector<GptqTensor> tensors;
+  for (size_t i : gptq_job_order(jobs)) tensors.push_back(gptq_tensor_of(jobs[i]));
+  return tensors;
+}
+
+HessianLookup lookup_in(const HessianSet& hessians) {
+  return [&hessians](const GptqTensor& tensor) { return hessians.find(tensor.name); };
+}
+
 QuantizeReport quantize_model(const QuantizeOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   check_paths(options);
@@ -297,7 +310,16 @@ QuantizeReport quantize_model(const QuantizeOptions& options) {
     report.n_imatrix_entries = importance->entries.size();
     attach_importance(jobs, *importance, options);
   }
-  if (options.hessians) attach_hessians(jobs, *options.hessians);
+  std::vector<size_t> gptq_order;
+  if (options.hessians) {
+    gptq_order = gptq_job_order(jobs);
+    if (gptq_order.empty()) {
+      refuse(
+          "GPTQ: no tensor of the repeating layers is converted to a type with a GPTQ "
+          "quantizer (Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) under " +
+          std::string(plan.target().name));
+    }
+  }
 
   gguf::GgufWriter writer;
   writer.copy_metadata(input);
@@ -310,24 +332,50 @@ QuantizeReport quantize_model(const QuantizeOptions& options) {
   report.n_tensors = jobs.size();
   ThreadPool pool(options.n_threads);
   std::vector<std::vector<float>> scratch(static_cast<size_t>(pool.size()));
+  size_t n_told = 0;
+  const auto tell = [&](const TensorJob& job, bool uses_gptq) {
+    if (!options.on_tensor) return;
+    const gguf::TensorInfo& t = *job.input;
+    options.on_tensor(TensorProgress{n_told++, jobs.size(), t.name, t.type, job.type,
+                                     job.importance != nullptr, uses_gptq});
+  };
+
+  // GPTQ first, in the lookup's order; its outputs wait for their place in the file.
+  std::vector<std::optional<std::vector<uint8_t>>> by_gptq(jobs.size());
+  for (size_t i : gptq_order) {
+    const TensorJob& job = jobs[i];
+    const gguf::TensorInfo& t = *job.input;
+    const HessianSet::Entry* hessian = options.hessians(gptq_tensor_of(job));
+    if (!hessian) continue;
+    if (static_cast<uint64_t>(hessian->n_columns) != t.ne[0]) {
+      refuse("GPTQ: the Hessian of '" + t.name + "' has " + std::to_string(hessian->n_columns) +
+             " columns, but the tensor has " + std::to_string(t.ne[0]) + " (ne[0])");
+    }
+    tell(job, true);
+    by_gptq[i] =
+        convert_tensor_gptq(job, *hessian, input.tensor_data(t), pool, options.gptq_dampening);
+    ++report.n_converted;
+    ++report.n_gptq;
+  }
+  if (options.hessians && report.n_gptq == 0) {
+    refuse("GPTQ: none of the " + std::to_string(gptq_order.size()) +
+           " tensors it may quantize has a Hessian");
+  }
+
   for (size_t i = 0; i < jobs.size(); ++i) {
     const TensorJob& job = jobs[i];
     const gguf::TensorInfo& t = *job.input;
-    if (options.on_tensor) {
-      options.on_tensor(TensorProgress{i, jobs.size(), t.name, t.type, job.type,
-                                       job.importance != nullptr, job.hessian != nullptr});
-    }
     const std::span<const uint64_t> ne(t.ne.data(), t.n_dims);
+    if (by_gptq[i]) {
+      writer.add_tensor(t.name, job.type, ne, std::move(*by_gptq[i]));
+      continue;
+    }
+    tell(job, false);
     const std::span<const uint8_t> data = input.tensor_data(t);
     if (job.is_copy()) {
       // The mapping outlives the writer, so a view costs no memory.
       writer.add_tensor_view(t.name, job.type, ne, data);
       ++report.n_copied;
-    } else if (job.hessian) {
-      writer.add_tensor(t.name, job.type, ne,
-                        convert_tensor_gptq(job, data, pool, options.gptq_dampening));
-      ++report.n_converted;
-      ++report.n_gptq;
     } else {
       writer.add_tensor(t.name, job.type, ne, convert_tensor(job, data, pool, scratch));
       ++report.n_converted;

@@ -1,12 +1,16 @@
 // Hessians gathered through the transformer's observer: each is exactly sum x x^T of the rows the
 // observer was told (symmetric), q/k/v and gate/up share one matrix, and the collector's rules
-// (at least 16 rows, blk.* only, one width per weight, no sharing across other names) hold.
+// (at least 16 rows, blk.* only, one width per weight, no sharing across other names, only the
+// wanted weights) hold; the memory plan counts a shared input once and groups layers under a
+// budget.
 #include "quantize/hessian.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "gguf/gguf_file.h"
@@ -87,6 +91,67 @@ TEST(HessianCollection, Rules) {
   ASSERT_EQ(set.n_distinct(), 2u);
   EXPECT_FLOAT_EQ(set.find("blk.0.attn_q.weight")->h[0], 32.0f);
   EXPECT_FLOAT_EQ(set.find("blk.0.attn_output.weight")->h[7], 32.0f);
+}
+
+TEST(HessianCollection, OnlyTheWantedWeights) {
+  HessianCollector c([](std::string_view weight) { return weight.starts_with("blk.1."); });
+  std::vector<float> x(32 * 8, 1.0f);
+  c.add("blk.0.attn_q.weight", x.data(), 32, 8);
+  EXPECT_EQ(c.bytes(), 0u);
+  c.add("blk.1.attn_q.weight", x.data(), 32, 8);
+  c.add("blk.1.attn_k.weight", x.data(), 32, 8);  // q's input: shared
+  const HessianSet set = c.take();
+  EXPECT_EQ(set.find("blk.0.attn_q.weight"), nullptr);
+  EXPECT_EQ(set.find("blk.1.attn_q.weight"), set.find("blk.1.attn_k.weight"));
+  EXPECT_EQ(set.n_distinct(), 1u);
+}
+
+// Two layers of a Qwen-like shape: q/k/v share one input, gate/up another.
+std::vector<GptqTensor> two_layers() {
+  std::vector<GptqTensor> tensors;
+  for (int64_t layer : {0, 1}) {
+    const std::string blk = "blk." + std::to_string(layer) + ".";
+    for (const char* name : {"attn_q", "attn_k", "attn_v"}) {
+      tensors.push_back({blk + name + ".weight", layer, 64});
+    }
+    tensors.push_back({blk + "attn_output.weight", layer, 64});
+    tensors.push_back({blk + "ffn_gate.weight", layer, 64});
+    tensors.push_back({blk + "ffn_up.weight", layer, 64});
+    tensors.push_back({blk + "ffn_down.weight", layer, 128});
+  }
+  return tensors;
+}
+
+TEST(HessianMemory, SharedInputsCountOnce) {
+  EXPECT_EQ(hessian_input_key("blk.3.attn_k.weight"), "blk.3.attn_input");
+  EXPECT_EQ(hessian_input_key("blk.3.ffn_up.weight"), "blk.3.ffn_input");
+  EXPECT_EQ(hessian_input_key("blk.3.ffn_down.weight"), "blk.3.ffn_down.weight");
+  const std::vector<GptqTensor> tensors = two_layers();
+  // Per layer: attention input, attention output, FFN input (64^2 each), FFN down (128^2).
+  EXPECT_EQ(hessian_bytes(tensors), 2u * (3u * 64 * 64 + 128 * 128) * sizeof(float));
+}
+
+TEST(HessianMemory, LayersGroupedUnderTheBudget) {
+  const std::vector<GptqTensor> tensors = two_layers();
+  const uint64_t layer_bytes = (3u * 64 * 64 + 128 * 128) * sizeof(float);
+  const std::vector<LayerGroup> one = group_layers(tensors, 2 * layer_bytes);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].first_layer, 0);
+  EXPECT_EQ(one[0].last_layer, 1);
+  EXPECT_EQ(one[0].hessian_bytes, 2 * layer_bytes);
+  const std::vector<LayerGroup> two = group_layers(tensors, 2 * layer_bytes - 1);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[1].first_layer, 1);
+  EXPECT_EQ(two[1].last_layer, 1);
+  EXPECT_EQ(two[1].hessian_bytes, layer_bytes);
+  EXPECT_TRUE(group_layers({}, 1).empty());
+  try {
+    group_layers(tensors, layer_bytes - 1);
+    ADD_FAILURE() << "a layer over the budget was grouped";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), Error::Kind::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("layer 0's Hessians take"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

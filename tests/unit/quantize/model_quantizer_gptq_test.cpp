@@ -95,7 +95,7 @@ TEST_F(GptqQuantizeTest, EveryLayerMatrixByGptqWithLessOutputErrorAndTheFileRuns
   const fs::path gptq_path = dir_.path() / "gptq.gguf";
   quantize_model(options_for(in_, rtn_path, QuantizeTarget::kQ4_K_M));
   QuantizeOptions o = options_for(in_, gptq_path, QuantizeTarget::kQ4_K_M);
-  o.hessians = &hessians_;
+  o.hessians = lookup_in(hessians_);
   std::set<std::string> told;
   o.on_tensor = [&](const TensorProgress& p) {
     if (p.uses_gptq) told.insert(std::string(p.name));
@@ -139,15 +139,19 @@ TEST_F(GptqQuantizeTest, Refusals) {
   bad->h.assign(64 * 64, 1.0f);
   wrong.by_weight["blk.0.ffn_down.weight"] = bad;
   QuantizeOptions o = options_for(in_, dir_.path() / "out.gguf", QuantizeTarget::kQ4_K_M);
-  o.hessians = &wrong;
+  o.hessians = lookup_in(wrong);
   expect_refused(o, "the Hessian of 'blk.0.ffn_down.weight' has 64 columns");
   // No converted tensor has a GPTQ quantizer (F16 has none).
   o = options_for(in_, dir_.path() / "out.gguf", QuantizeTarget::kF16);
-  o.hessians = &hessians_;
-  expect_refused(o, "none of the tensors with a Hessian");
+  o.hessians = lookup_in(hessians_);
+  expect_refused(o, "no tensor of the repeating layers is converted to a type with a GPTQ");
+  // A lookup that gives no tensor a Hessian.
+  o = options_for(in_, dir_.path() / "out.gguf", QuantizeTarget::kQ4_K_M);
+  o.hessians = [](const GptqTensor&) -> const HessianSet::Entry* { return nullptr; };
+  expect_refused(o, "tensors it may quantize has a Hessian");
   // Not together with an importance matrix.
   o = options_for(in_, dir_.path() / "out.gguf", QuantizeTarget::kQ4_K_M);
-  o.hessians = &hessians_;
+  o.hessians = lookup_in(hessians_);
   o.imatrix = dir_.path() / "any.imatrix";
   expect_refused(o, "do not combine");
 }

@@ -18,7 +18,9 @@
 //   - The updates are batched as in the paper: inside a span of columns (one K super-block, or
 //     four legacy blocks) they go column by column; onto the columns after the span, as one matrix
 //     product per tile of rows (BLAS sgemm).
-// Output: rows * quant::quantized_row_bytes(type, cols) bytes of valid blocks. Throws
+// Memory besides the inputs: cols^2 doubles (the factorization, in place) and cols^2 floats (U),
+// then 64 rows of f32 per thread. Output: rows * quant::quantized_row_bytes(type, cols) bytes of
+// valid blocks. Throws
 // llms::Error kInvalidArgument for a shape that is not whole blocks or a Hessian that is not
 // finite, kUnsupported for a type without code access, kInternal when H stays singular.
 #pragma once

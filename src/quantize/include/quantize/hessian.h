@@ -6,13 +6,17 @@
 // address and sums that input once (only for those sibling names). Only matmuls of at least
 // kMinRows rows are summed (decode steps of a few rows would weigh one token's quirks), and only
 // weights named "blk.*" (the output and embedding matrices stay round-to-nearest, as with an
-// importance matrix). Sums are f32, by BLAS ssyrk. Memory: n_columns^2 floats per distinct input
-// (the 0.5B: 2.33 GiB, measured; the 1.5B: about 10 GB by its shapes).
+// importance matrix), and of those only the weights the collector's filter wants (all by default).
+// Sums are f32, by BLAS ssyrk. Memory: n_columns^2 floats per distinct input (the 0.5B: 2.33 GiB,
+// measured; the 1.5B: 9.8 GB by its shapes): group_layers() plans passes that each hold the
+// Hessians of a group of layers under a budget.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,9 +37,39 @@ struct HessianSet {
   size_t n_distinct() const;
 };
 
+// The input a weight reads, as far as Hessians are concerned: "blk.N.attn_input" for a layer's q,
+// k and v, "blk.N.ffn_input" for its gate and up, the weight's own name for any other.
+std::string hessian_input_key(std::string_view weight);
+
+// A tensor GPTQ may quantize: a "blk.N." matrix converted to a type with a GPTQ quantizer
+// (model_quantizer.h's gptq_tensors() lists a model's).
+struct GptqTensor {
+  std::string name;
+  int64_t layer = 0;      // N
+  int64_t n_columns = 0;  // ne[0]: its Hessian is n_columns x n_columns
+};
+
+// Bytes of the Hessians of `tensors`: n_columns^2 floats per distinct input (hessian_input_key).
+uint64_t hessian_bytes(std::span<const GptqTensor> tensors);
+
+// Consecutive layers [first_layer, last_layer] whose Hessians are gathered in one pass.
+struct LayerGroup {
+  int64_t first_layer = 0;
+  int64_t last_layer = 0;
+  uint64_t hessian_bytes = 0;
+};
+
+// Splits the layers of `tensors` into consecutive groups, each holding as many layers as fit
+// `budget` bytes of Hessians; one group when all fit, none for no tensors. Throws
+// llms::Error(kInvalidArgument) when one layer's Hessians alone exceed the budget (naming both).
+std::vector<LayerGroup> group_layers(std::span<const GptqTensor> tensors, uint64_t budget);
+
 class HessianCollector {
  public:
   static constexpr int64_t kMinRows = 16;
+
+  // `wanted`: which weights to sum Hessians for (empty: every "blk.*" weight).
+  explicit HessianCollector(std::function<bool(std::string_view weight)> wanted = {});
 
   bool accepts(std::string_view weight, int64_t n_rows) const;
   // Adds x x^T of every row of `rows` (n_rows x n_columns, row-major) to the weight's matrix,
@@ -60,7 +94,8 @@ class HessianCollector {
   int64_t last_rows_ = 0;
   int64_t last_columns_ = 0;
   size_t last_group_ = 0;
-  std::string last_key_;  // its sibling key (see hessian.cpp)
+  std::string last_key_;  // its hessian_input_key
+  std::function<bool(std::string_view)> wanted_;
   bool has_last_ = false;
 };
 

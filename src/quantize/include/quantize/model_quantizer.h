@@ -13,11 +13,13 @@
 //     round-to-nearest. The output records quantize.imatrix.file, quantize.imatrix.dataset (the
 //     first calibration file), quantize.imatrix.entries_count and quantize.imatrix.chunks_count,
 //     llama-quantize's keys; without an imatrix those keys, if the input had them, are dropped.
-//   - With `hessians` (quantize/hessian.h, gathered by the caller from calibration text), a
-//     converted tensor whose name has an entry and whose planned type has a GPTQ quantizer
-//     (quantize/gptq.h) is quantized by GPTQ from its whole f32 matrix; the others stay as above.
-//     An entry whose width is not its tensor's ne[0] is refused, and so is a set no converted
-//     tensor can use. Not together with `imatrix` (kInvalidArgument).
+//   - With `hessians` (a HessianLookup), the tensors GPTQ may quantize (gptq_tensors(): converted
+//     "blk.N." matrices whose planned type has a GPTQ quantizer, quantize/gptq.h) are asked for
+//     their Hessian one by one in layer order before the other tensors are converted; a tensor
+//     given an entry is quantized by GPTQ from its whole f32 matrix, the others as above. An entry
+//     whose width is not its tensor's ne[0] is refused, and so are a target under which no tensor
+//     can be GPTQ-quantized (before the lookup is asked anything) and a lookup that gives no
+//     tensor an entry. Not together with `imatrix` (kInvalidArgument).
 //   - Metadata: every key of the input (GgufWriter::copy_metadata, so not general.alignment: the
 //     output uses GGUF's default of 32), then general.file_type set to the target's LLAMA_FTYPE and
 //     general.quantization_version to 2 (the block layouts of llama.cpp since 2023).
@@ -47,7 +49,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "gguf/ggml_type.h"
 #include "quantize/hessian.h"
@@ -55,9 +59,10 @@
 
 namespace llms::quantize {
 
-// Told before each tensor is converted (or copied).
+// Told before each tensor is converted (or copied): in the input's order, except that with a
+// HessianLookup the tensors it is asked about come first, in layer order.
 struct TensorProgress {
-  size_t index = 0;  // 0-based
+  size_t index = 0;  // how many were told before this one
   size_t n_tensors = 0;
   std::string_view name;
   gguf::GgmlType from = gguf::GgmlType::kF32;
@@ -66,14 +71,20 @@ struct TensorProgress {
   bool uses_gptq = false;     // quantized by GPTQ with its Hessian
 };
 
+// Gives GPTQ a tensor's Hessian, or nullptr (the tensor then stays round-to-nearest).
+// quantize_model asks once for each tensor of gptq_tensors(), in that order (by layer), and is done
+// with an entry before it asks about the next tensor: so a lookup may gather Hessians a group of
+// layers at a time and drop a group once asked about a later layer.
+using HessianLookup = std::function<const HessianSet::Entry*(const GptqTensor& tensor)>;
+
 struct QuantizeOptions {
   std::filesystem::path input;
   std::filesystem::path output;
   QuantizeTarget target = QuantizeTarget::kQ4_K_M;
   bool overwrite = false;  // replace an existing output (the CLI's --force)
   int n_threads = 1;
-  std::filesystem::path imatrix;         // empty: none (the CLI's --imatrix)
-  const HessianSet* hessians = nullptr;  // GPTQ where they have an entry
+  std::filesystem::path imatrix;  // empty: none (the CLI's --imatrix)
+  HessianLookup hessians;         // empty: no GPTQ
   double gptq_dampening = 0.01;
   std::function<void(const TensorProgress&)> on_tensor;  // optional
   // Free bytes in a directory; empty: std::filesystem::space(dir).available. Tests replace it to
@@ -94,6 +105,13 @@ struct QuantizeReport {
 };
 
 QuantizeReport quantize_model(const QuantizeOptions& options);
+
+// The tensors GPTQ may quantize under options.target, ordered by layer (stable within a layer).
+// Opens options.input.
+std::vector<GptqTensor> gptq_tensors(const QuantizeOptions& options);
+
+// A lookup into one set of Hessians gathered beforehand.
+HessianLookup lookup_in(const HessianSet& hessians);
 
 // The refusals of paths and threads that quantize_model makes first (see above), for callers
 // that do long work (a calibration run) before calling it.
