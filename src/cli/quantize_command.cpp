@@ -29,6 +29,7 @@
 #include "quantize/hessian.h"
 #include "quantize/model_quantizer.h"
 #include "quantize/quantize_plan.h"
+#include "quantize/smoothing.h"
 #include "util/byte_size.h"
 #include "util/error.h"
 #include "util/system_memory.h"
@@ -49,6 +50,7 @@ struct QuantizeCommandOptions {
   int64_t chunks = 0;
   bool chunks_given = false;
   double dampening = 0.01;
+  double alpha = 0.5;
   std::string hessian_memory;  // empty: half of the available memory
   bool force = false;
   int threads = 0;
@@ -62,8 +64,8 @@ struct QuantizeCommandOptions {
 std::string check_method(const QuantizeCommandOptions& o) {
   std::string method = o.method;
   if (method.empty()) method = o.imatrix.empty() ? "rtn" : "imatrix";
-  if (method != "rtn" && method != "imatrix" && method != "gptq") {
-    refuse("--method: '" + o.method + "' is not one of rtn, imatrix, gptq");
+  if (method != "rtn" && method != "imatrix" && method != "gptq" && method != "smoothquant") {
+    refuse("--method: '" + o.method + "' is not one of rtn, imatrix, gptq, smoothquant");
   }
   if (method == "imatrix" && o.imatrix.empty()) refuse("--method imatrix needs --imatrix FILE");
   if (method != "imatrix" && !o.imatrix.empty()) {
@@ -72,8 +74,16 @@ std::string check_method(const QuantizeCommandOptions& o) {
   if (method == "gptq" && o.calibration.empty()) {
     refuse("--method gptq needs --calibration TEXT (the text its Hessians are gathered from)");
   }
-  if (method != "gptq" && !o.calibration.empty()) {
-    refuse("--calibration goes with --method gptq, not " + method);
+  if (method == "smoothquant" && o.calibration.empty()) {
+    refuse(
+        "--method smoothquant needs --calibration TEXT (the text its activation ranges are "
+        "gathered from)");
+  }
+  if (method != "gptq" && method != "smoothquant" && !o.calibration.empty()) {
+    refuse("--calibration goes with --method gptq or smoothquant, not " + method);
+  }
+  if (!(o.alpha >= 0.0 && o.alpha <= 1.0)) {
+    refuse("--alpha: " + std::to_string(o.alpha) + " is not in [0, 1]");
   }
   if (o.chunks_given && o.chunks < 1) {
     refuse("--chunks: " + std::to_string(o.chunks) + " is not a positive number of chunks");
@@ -99,8 +109,9 @@ uint64_t hessian_budget(const QuantizeCommandOptions& o) {
   return available > 0 ? static_cast<uint64_t>(available) / 2 : UINT64_MAX;
 }
 
-GroupedHessians plan_hessians(const QuantizeCommandOptions& o,
-                              const quantize::QuantizeOptions& options) {
+CalibrationOptions calibration_options(const QuantizeCommandOptions& o,
+                                       const quantize::QuantizeOptions& options,
+                                       const std::string& tag) {
   CalibrationOptions calibration;
   calibration.text_file = o.calibration;
   calibration.text_flag = "--calibration";
@@ -108,7 +119,33 @@ GroupedHessians plan_hessians(const QuantizeCommandOptions& o,
   calibration.chunks = o.chunks;
   calibration.min_ctx = quantize::HessianCollector::kMinRows;
   calibration.threads = options.n_threads;
-  calibration.tag = "gptq";
+  calibration.tag = tag;
+  return calibration;
+}
+
+// Runs the input over the calibration text for its activation ranges and plans the smoothing.
+quantize::SmoothingPlan plan_smoothing(const QuantizeCommandOptions& o,
+                                       const quantize::QuantizeOptions& options) {
+  const gguf::GgufFile file = gguf::GgufFile::open(options.input);
+  CalibrationRun run(file, options.input.filename().string(),
+                     calibration_options(o, options, "smoothquant"));
+  quantize::ActivationRangeCollector collector;
+  run.run([&collector](const model::MatmulInput& input) {
+    collector.add(input.weight, input.data, input.n_rows, input.n_columns);
+  });
+  quantize::SmoothingPlan plan = quantize::plan_smoothing(file, collector.take(), o.alpha);
+  if (plan.n_groups == 0) {
+    refuse("smoothquant: no layer of " + options.input.string() +
+           " has an attention or feed-forward norm, or an up/down pair, to smooth");
+  }
+  fmt::print(stderr, "[smoothquant] {} groups smoothed (alpha {}), {} tensors rescaled\n",
+             plan.n_groups, o.alpha, plan.rescales.size());
+  return plan;
+}
+
+GroupedHessians plan_hessians(const QuantizeCommandOptions& o,
+                              const quantize::QuantizeOptions& options) {
+  const CalibrationOptions calibration = calibration_options(o, options, "gptq");
   // No tensor for GPTQ (e.g. an F16 target): no group, and quantize_model refuses.
   std::vector<quantize::GptqTensor> tensors = quantize::gptq_tensors(options);
   const uint64_t budget = hessian_budget(o);
@@ -137,17 +174,25 @@ int run_quantize(const QuantizeCommandOptions& o) {
   options.n_threads = o.threads > 0 ? o.threads : physical_core_count();
   options.gptq_dampening = o.dampening;
   options.on_tensor = [](const quantize::TensorProgress& p) {
-    const bool same = p.from == p.to;
-    fmt::print(
-        stderr, "[{:>4}/{}] {:<32} {:>5} -> {}{}\n", p.index + 1, p.n_tensors, p.name,
-        gguf::ggml_type_name(p.from), gguf::ggml_type_name(p.to),
-        same ? " (copied)" : (p.uses_imatrix ? " (imatrix)" : (p.uses_gptq ? " (gptq)" : "")));
+    const char* how = p.rescaled       ? " (smoothed)"
+                      : p.from == p.to ? " (copied)"
+                      : p.uses_imatrix ? " (imatrix)"
+                      : p.uses_gptq    ? " (gptq)"
+                                       : "";
+    fmt::print(stderr, "[{:>4}/{}] {:<32} {:>5} -> {}{}\n", p.index + 1, p.n_tensors, p.name,
+               gguf::ggml_type_name(p.from), gguf::ggml_type_name(p.to), how);
   };
   std::optional<GroupedHessians> hessians;
   if (method == "gptq") {
     quantize::check_quantize_paths(options);  // before minutes of calibration
     hessians.emplace(plan_hessians(o, options));
     options.hessians = [&hessians](const quantize::GptqTensor& t) { return hessians->find(t); };
+  }
+  quantize::SmoothingPlan smoothing;
+  if (method == "smoothquant") {
+    quantize::check_quantize_paths(options);  // before the calibration run
+    smoothing = plan_smoothing(o, options);
+    options.rescales = &smoothing.rescales;
   }
   const quantize::QuantizeReport r = quantize::quantize_model(options);
   fmt::print(
@@ -189,15 +234,21 @@ void add_quantize_command(CLI::App& app, int& exit_code) {
                   "Importance matrix (from `llmserve imatrix` or llama-imatrix's GGUF): tensors "
                   "with an entry are quantized to minimise the error it weights");
   cmd->add_option("--method", opts->method,
-                  "rtn, imatrix (with --imatrix; the default when it is given) or gptq (with "
-                  "--calibration)");
+                  "rtn, imatrix (with --imatrix; the default when it is given), gptq or "
+                  "smoothquant (with --calibration)");
   cmd->add_option("--calibration", opts->calibration,
-                  "GPTQ: UTF-8 text that IN runs over to gather each layer's Hessian");
-  cmd->add_option("--ctx", opts->ctx, "GPTQ: tokens per calibration chunk")->capture_default_str();
-  CLI::Option* chunks = cmd->add_option("--chunks", opts->chunks,
-                                        "GPTQ: calibration chunks (default: every whole chunk)");
+                  "GPTQ, smoothquant: UTF-8 text that IN runs over to gather each layer's "
+                  "Hessian or activation ranges");
+  cmd->add_option("--ctx", opts->ctx, "GPTQ, smoothquant: tokens per calibration chunk")
+      ->capture_default_str();
+  CLI::Option* chunks =
+      cmd->add_option("--chunks", opts->chunks,
+                      "GPTQ, smoothquant: calibration chunks (default: every whole chunk)");
   cmd->add_option("--dampening", opts->dampening,
                   "GPTQ: fraction of the Hessian's mean diagonal added to it")
+      ->capture_default_str();
+  cmd->add_option("--alpha", opts->alpha,
+                  "smoothquant: how much of the activations' range moves into the weights (0-1)")
       ->capture_default_str();
   cmd->add_option("--hessian-memory", opts->hessian_memory,
                   "GPTQ: most memory the Hessians may take at once, e.g. 4GiB (default: half of "

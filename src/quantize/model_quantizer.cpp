@@ -16,6 +16,7 @@
 #include "quant/quant.h"
 #include "quantize/gptq.h"
 #include "quantize/importance_matrix.h"
+#include "quantize/smoothing.h"
 #include "quantize/weighted_quantizers.h"
 #include "util/checked_math.h"
 #include "util/error.h"
@@ -92,7 +93,8 @@ struct TensorJob {
   uint64_t n_rows;
   uint64_t n_bytes;
   const ImportanceMatrix::Entry* importance = nullptr;  // quantize with its weights when set
-  bool is_copy() const { return type == input->type; }
+  const TensorRescale* rescale = nullptr;               // values rescaled first when set
+  bool is_copy() const { return type == input->type && !rescale; }
 };
 
 std::string type_name(GgmlType type) { return std::string(gguf::ggml_type_name(type)); }
@@ -152,6 +154,26 @@ void attach_importance(std::vector<TensorJob>& jobs, const ImportanceMatrix& mat
   refuse(file + ": none of the " + std::to_string(n_named) +
          " tensors it names is converted to a type with a weighted quantizer (Q4_0, Q5_0, Q8_0, "
          "Q4_K, Q5_K, Q6_K) here; quantize without --imatrix");
+}
+
+// Gives each tensor its rescale; refuses one whose shape it does not fit.
+void attach_rescales(std::vector<TensorJob>& jobs, const TensorRescales& rescales) {
+  for (TensorJob& job : jobs) {
+    const gguf::TensorInfo& t = *job.input;
+    const auto it = rescales.find(t.name);
+    if (it == rescales.end()) continue;
+    const TensorRescale& r = it->second;
+    if ((!r.column.empty() && r.column.size() != t.ne[0]) ||
+        (!r.row.empty() && r.row.size() != job.n_rows)) {
+      refuse("rescale of '" + t.name + "' does not fit its shape");
+    }
+    if (!quant::can_dequantize(t.type)) {
+      throw Error(Error::Kind::kUnsupported, "tensor '" + t.name + "' is stored as " +
+                                                 type_name(t.type) +
+                                                 ", which quantize cannot read");
+    }
+    job.rescale = &r;
+  }
 }
 
 bool gptq_may_quantize(const TensorJob& job) {
@@ -243,6 +265,15 @@ std::vector<uint8_t> convert_tensor_gptq(const TensorJob& job, const HessianSet:
   return output;
 }
 
+void rescale_row(const TensorRescale& rescale, uint64_t index, float* row, int64_t length) {
+  const float row_scale = rescale.row.empty() ? 1.0f : rescale.row[index];
+  for (int64_t j = 0; j < length; ++j) {
+    const float column_scale =
+        rescale.column.empty() ? 1.0f : rescale.column[static_cast<size_t>(j)];
+    row[j] *= row_scale * column_scale;
+  }
+}
+
 // Dequantizes and re-quantizes one tensor row by row (with the importance matrix's weights when the
 // job has an entry); rows are spread over the pool, each thread with its own f32 row in `scratch`.
 std::vector<uint8_t> convert_tensor(const TensorJob& job, std::span<const uint8_t> input,
@@ -266,6 +297,7 @@ std::vector<uint8_t> convert_tensor(const TensorJob& job, std::span<const uint8_
     for (int64_t r = begin; r < end; ++r) {
       const auto index = static_cast<uint64_t>(r);
       quant::dequantize_row(t.type, input.data() + index * in_row_bytes, row, row_length);
+      if (job.rescale) rescale_row(*job.rescale, index, row, row_length);
       uint8_t* out = output.data() + index * out_row_bytes;
       if (job.importance) {
         quantize_row_with_importance(job.type, row, importance.data(), out, row_length);
@@ -300,6 +332,11 @@ QuantizeReport quantize_model(const QuantizeOptions& options) {
   if (options.hessians && !options.imatrix.empty()) {
     refuse("quantize: GPTQ and an importance matrix do not combine; use one of them");
   }
+  if (options.rescales && (options.hessians || !options.imatrix.empty())) {
+    refuse(
+        "quantize: smoothing combines with neither GPTQ nor an importance matrix (both were "
+        "gathered from the unsmoothed model)");
+  }
   const gguf::GgufFile input = gguf::GgufFile::open(options.input);
   const QuantizePlan plan = QuantizePlan::for_file(options.target, input);
   std::vector<TensorJob> jobs = plan_tensors(input, plan);
@@ -310,6 +347,7 @@ QuantizeReport quantize_model(const QuantizeOptions& options) {
     report.n_imatrix_entries = importance->entries.size();
     attach_importance(jobs, *importance, options);
   }
+  if (options.rescales) attach_rescales(jobs, *options.rescales);
   std::vector<size_t> gptq_order;
   if (options.hessians) {
     gptq_order = gptq_job_order(jobs);
@@ -337,7 +375,7 @@ QuantizeReport quantize_model(const QuantizeOptions& options) {
     if (!options.on_tensor) return;
     const gguf::TensorInfo& t = *job.input;
     options.on_tensor(TensorProgress{n_told++, jobs.size(), t.name, t.type, job.type,
-                                     job.importance != nullptr, uses_gptq});
+                                     job.importance != nullptr, uses_gptq, job.rescale != nullptr});
   };
 
   // GPTQ first, in the lookup's order; its outputs wait for their place in the file.

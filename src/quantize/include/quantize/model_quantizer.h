@@ -20,6 +20,10 @@
 //     whose width is not its tensor's ne[0] is refused, and so are a target under which no tensor
 //     can be GPTQ-quantized (before the lookup is asked anything) and a lookup that gives no
 //     tensor an entry. Not together with `imatrix` (kInvalidArgument).
+//   - With `rescales` (quantize/smoothing.h), a tensor that has one is rescaled (each row after it
+//     is dequantized) before it is quantized, and is converted even when its type stays the same
+//     (a norm: F32 -> F32). Not together with `imatrix` or `hessians` (kInvalidArgument); a
+//     rescale whose lengths do not fit its tensor is refused.
 //   - Metadata: every key of the input (GgufWriter::copy_metadata, so not general.alignment: the
 //     output uses GGUF's default of 32), then general.file_type set to the target's LLAMA_FTYPE and
 //     general.quantization_version to 2 (the block layouts of llama.cpp since 2023).
@@ -56,6 +60,7 @@
 #include "gguf/ggml_type.h"
 #include "quantize/hessian.h"
 #include "quantize/quantize_plan.h"
+#include "quantize/smoothing.h"
 
 namespace llms::quantize {
 
@@ -69,6 +74,7 @@ struct TensorProgress {
   gguf::GgmlType to = gguf::GgmlType::kF32;
   bool uses_imatrix = false;  // quantized with the importance matrix's weights
   bool uses_gptq = false;     // quantized by GPTQ with its Hessian
+  bool rescaled = false;      // values rescaled first (smoothing)
 };
 
 // Gives GPTQ a tensor's Hessian, or nullptr (the tensor then stays round-to-nearest).
@@ -83,8 +89,9 @@ struct QuantizeOptions {
   QuantizeTarget target = QuantizeTarget::kQ4_K_M;
   bool overwrite = false;  // replace an existing output (the CLI's --force)
   int n_threads = 1;
-  std::filesystem::path imatrix;  // empty: none (the CLI's --imatrix)
-  HessianLookup hessians;         // empty: no GPTQ
+  std::filesystem::path imatrix;             // empty: none (the CLI's --imatrix)
+  HessianLookup hessians;                    // empty: no GPTQ
+  const TensorRescales* rescales = nullptr;  // smoothing (quantize/smoothing.h) when set
   double gptq_dampening = 0.01;
   std::function<void(const TensorProgress&)> on_tensor;  // optional
   // Free bytes in a directory; empty: std::filesystem::space(dir).available. Tests replace it to

@@ -1,0 +1,162 @@
+// SmoothQuant-style smoothing: the collector keeps each input's column-wise max |x| (q/k/v share
+// one); the planned factors are s_j = m_j^alpha / w_j^(1 - alpha) with the norm (or up's rows)
+// divided by them; and a tiny model rewritten with them in F32 computes the same logits while its
+// weights did change.
+#include "quantize/smoothing.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "kv/step_batch.h"
+#include "model/cpu_runner.h"
+#include "model/tiny_model.h"
+#include "quantize/model_quantizer.h"
+#include "quantize_fixtures.h"
+#include "temp_dir.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace llms::quantize {
+namespace {
+
+using fixtures::k_friendly_spec;
+using fixtures::options_for;
+using fixtures::tokens;
+using fixtures::values_of;
+
+namespace fs = std::filesystem;
+
+TEST(ActivationRanges, ColumnMaximaSharedBySiblings) {
+  ActivationRangeCollector c;
+  const std::vector<float> a = {1.0f, -3.0f, 0.5f, 2.0f, 1.0f, -0.25f};  // 2 rows x 3
+  c.add("blk.0.attn_q.weight", a.data(), 2, 3);
+  const std::vector<float> b = {-4.0f, 0.0f, 0.0f};
+  c.add("blk.0.attn_v.weight", b.data(), 1, 3);  // the same input as q's
+  c.add("output.weight", b.data(), 1, 3);        // not a layer's
+  EXPECT_THROW(c.add("blk.0.attn_k.weight", a.data(), 1, 6), Error);
+  const ActivationRanges r = c.take();
+  ASSERT_NE(r.find("blk.0.attn_k.weight"), nullptr);
+  EXPECT_EQ(*r.find("blk.0.attn_k.weight"), (std::vector<float>{4.0f, 3.0f, 0.5f}));
+  EXPECT_EQ(r.find("output.weight"), nullptr);
+  EXPECT_EQ(r.max_abs.size(), 1u);
+}
+
+ActivationRanges calibrate(const fs::path& model_path) {
+  const gguf::GgufFile file = gguf::GgufFile::open(model_path);
+  model::CpuRunner runner(file, std::make_shared<ThreadPool>(2));
+  runner.allocate_kv(16, 4, kv::KvCacheType::kF16, runner.config().single_kv_layout());
+  ActivationRangeCollector collector;
+  runner.transformer().set_activation_observer([&](const model::MatmulInput& in) {
+    collector.add(in.weight, in.data, in.n_rows, in.n_columns);
+  });
+  const std::vector<kv::BlockId> table = {0, 1, 2, 3};
+  for (int chunk = 0; chunk < 4; ++chunk) {
+    kv::StepBatch batch;
+    batch.add_sequence(chunk, tokens(48, chunk), 0, table, 0);
+    runner.execute(batch);
+  }
+  return collector.take();
+}
+
+std::vector<float> last_logits(const fs::path& model_path) {
+  const gguf::GgufFile file = gguf::GgufFile::open(model_path);
+  model::CpuRunner runner(file, std::make_shared<ThreadPool>(2));
+  runner.allocate_kv(16, 4, kv::KvCacheType::kF32, runner.config().single_kv_layout());
+  const std::vector<kv::BlockId> table = {0, 1, 2, 3};
+  kv::StepBatch batch;
+  batch.add_sequence(0, tokens(40, 11), 0, table, 1);
+  const model::LogitsView logits = runner.execute(batch);
+  const std::span<const float> row = logits.row(0);
+  return std::vector<float>(row.begin(), row.end());
+}
+
+class SmoothingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    in_ = dir_.path() / "f32.gguf";
+    model::write_tiny_model(k_friendly_spec(2), in_);
+    ranges_ = calibrate(in_);
+  }
+  testing::TempDir dir_;
+  fs::path in_;
+  ActivationRanges ranges_;
+};
+
+TEST_F(SmoothingTest, FactorsFollowTheFormula) {
+  const gguf::GgufFile file = gguf::GgufFile::open(in_);
+  const double alpha = 0.6;
+  const SmoothingPlan plan = plan_smoothing(file, ranges_, alpha);
+  EXPECT_EQ(plan.n_groups, 6);  // 2 layers x (attention norm, feed-forward norm, up/down)
+  // Layer 1's feed-forward group, recomputed from the file.
+  const std::vector<float>& m = *ranges_.find("blk.1.ffn_gate.weight");
+  const auto width = m.size();
+  std::vector<double> w(width, 0.0);
+  for (const char* name : {"blk.1.ffn_gate.weight", "blk.1.ffn_up.weight"}) {
+    const std::vector<float> v = values_of(file, *file.find_tensor(name));
+    for (size_t i = 0; i < v.size(); ++i)
+      w[i % width] = std::max(w[i % width], std::fabs(double(v[i])));
+  }
+  const TensorRescale& norm = plan.rescales.at("blk.1.ffn_norm.weight");
+  const TensorRescale& gate = plan.rescales.at("blk.1.ffn_gate.weight");
+  const TensorRescale& up = plan.rescales.at("blk.1.ffn_up.weight");
+  ASSERT_EQ(gate.column.size(), width);
+  EXPECT_TRUE(gate.row.empty());
+  ASSERT_FALSE(up.row.empty());  // also the producer of down's input
+  for (size_t j = 0; j < width; ++j) {
+    const double s = std::pow(m[j], alpha) / std::pow(w[j], 1.0 - alpha);
+    EXPECT_NEAR(gate.column[j], s, 1e-5 * s) << j;
+    EXPECT_NEAR(up.column[j], s, 1e-5 * s) << j;
+    EXPECT_NEAR(norm.column[j] * s, 1.0, 1e-5) << j;
+  }
+  EXPECT_THROW(plan_smoothing(file, ranges_, 1.5), Error);
+}
+
+TEST_F(SmoothingTest, SmoothedModelComputesTheSameLogits) {
+  const gguf::GgufFile file = gguf::GgufFile::open(in_);
+  const SmoothingPlan plan = plan_smoothing(file, ranges_, 0.5);
+  const fs::path out = dir_.path() / "smoothed.gguf";
+  QuantizeOptions o = options_for(in_, out, QuantizeTarget::kF32);
+  o.rescales = &plan.rescales;
+  size_t n_rescaled = 0;
+  o.on_tensor = [&](const TensorProgress& p) { n_rescaled += p.rescaled; };
+  quantize_model(o);
+  EXPECT_EQ(n_rescaled, plan.rescales.size());
+
+  // The weights moved: the attention norm is no longer all ones.
+  const gguf::GgufFile smoothed = gguf::GgufFile::open(out);
+  const std::vector<float> norm =
+      values_of(smoothed, *smoothed.find_tensor("blk.0.attn_norm.weight"));
+  double moved = 0.0;
+  for (float v : norm) moved = std::max(moved, std::fabs(double(v) - 1.0));
+  EXPECT_GT(moved, 0.05);
+
+  const std::vector<float> before = last_logits(in_);
+  const std::vector<float> after = last_logits(out);
+  ASSERT_EQ(before.size(), after.size());
+  double err = 0.0;
+  double norm2 = 0.0;
+  for (size_t i = 0; i < before.size(); ++i) {
+    err += (double(after[i]) - before[i]) * (double(after[i]) - before[i]);
+    norm2 += double(before[i]) * before[i];
+  }
+  EXPECT_LT(std::sqrt(err / norm2), 1e-4);
+}
+
+TEST_F(SmoothingTest, DoesNotCombineWithGptqOrAnImportanceMatrix) {
+  const gguf::GgufFile file = gguf::GgufFile::open(in_);
+  const SmoothingPlan plan = plan_smoothing(file, ranges_, 0.5);
+  QuantizeOptions o = options_for(in_, dir_.path() / "out.gguf", QuantizeTarget::kQ8_0);
+  o.rescales = &plan.rescales;
+  o.imatrix = dir_.path() / "any.imatrix";
+  EXPECT_THROW(quantize_model(o), Error);
+  EXPECT_FALSE(fs::exists(dir_.path() / "out.gguf"));
+}
+
+}  // namespace
+}  // namespace llms::quantize
