@@ -102,4 +102,12 @@ void CalibrationRun::run(const model::ActivationObserver& observer) {
   runner_->transformer().set_activation_observer(nullptr);
 }
 
+int64_t run_calibration(const std::filesystem::path& model, const CalibrationOptions& options,
+                        const model::ActivationObserver& observer) {
+  const gguf::GgufFile file = gguf::GgufFile::open(model);
+  CalibrationRun run(file, model.filename().string(), options);
+  run.run(observer);
+  return run.n_chunks();
+}
+
 }  // namespace llms::cli

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,5 +53,10 @@ class CalibrationRun {
   int32_t n_blocks_ = 0;
   std::unique_ptr<model::CpuRunner> runner_;
 };
+
+// Opens `model`, runs every chunk with `observer` set (a CalibrationRun labelled with the file's
+// name) and closes it again; returns the number of chunks run.
+int64_t run_calibration(const std::filesystem::path& model, const CalibrationOptions& options,
+                        const model::ActivationObserver& observer);
 
 }  // namespace llms::cli

@@ -7,7 +7,6 @@
 #include <string_view>
 #include <utility>
 
-#include "gguf/gguf_file.h"
 #include "util/byte_size.h"
 
 namespace llms::cli {
@@ -43,15 +42,12 @@ void GroupedHessians::gather(size_t group) {
   }
   quantize::HessianCollector collector(
       [&wanted](std::string_view weight) { return wanted.contains(weight); });
-  {
-    const gguf::GgufFile file = gguf::GgufFile::open(model_);
-    CalibrationRun run(file, model_.filename().string(), calibration_);
-    run.run([&collector](const model::MatmulInput& input) {
-      collector.add(input.weight, input.data, input.n_rows, input.n_columns);
-    });
-    fmt::print(stderr, "[{}] Hessians: {} from {} chunks of {} tokens\n", calibration_.tag,
-               format_bytes(collector.bytes()), run.n_chunks(), calibration_.ctx);
-  }
+  const int64_t n_chunks =
+      run_calibration(model_, calibration_, [&collector](const model::MatmulInput& input) {
+        collector.add(input.weight, input.data, input.n_rows, input.n_columns);
+      });
+  fmt::print(stderr, "[{}] Hessians: {} from {} chunks of {} tokens\n", calibration_.tag,
+             format_bytes(collector.bytes()), n_chunks, calibration_.ctx);
   set_ = collector.take();
   n_distinct_ += set_.n_distinct();
   current_ = group;

@@ -1,11 +1,13 @@
-// cli/quantize_command: `llmserve quantize IN OUT --type TYPE [--method rtn|imatrix|gptq]
+// cli/quantize_command: `llmserve quantize IN OUT --type TYPE
+// [--method rtn|imatrix|gptq|smoothquant]
 // [--imatrix FILE] [--calibration TEXT [--ctx N] [--chunks N] [--dampening F]
-// [--hessian-memory SIZE]] [--force]
+// [--hessian-memory SIZE] [--alpha A]] [--force]
 // [-t THREADS]`.
 //
 // Rewrites a GGUF file (or a registered model's cached file) with its tensors in another type:
-// round-to-nearest; with --imatrix weighted by an importance matrix where it has an entry; or
-// with --method gptq by GPTQ, from Hessians gathered by running IN itself over the calibration
+// round-to-nearest; with --imatrix weighted by an importance matrix where it has an entry; with
+// --method smoothquant after smoothing activation outliers into the weights (quantize/smoothing.h);
+// or with --method gptq by GPTQ, from Hessians gathered by running IN itself over the calibration
 // text, a group of layers at a time under --hessian-memory (cli/grouped_hessians.h,
 // quantize/hessian.h, quantize/gptq.h). Which tensor gets which
 // type: quantize/quantize_plan.h; docs/QUANTIZE.md. A progress line per tensor and a one-line
@@ -50,7 +52,9 @@ struct QuantizeCommandOptions {
   int64_t chunks = 0;
   bool chunks_given = false;
   double dampening = 0.01;
+  bool dampening_given = false;
   double alpha = 0.5;
+  bool alpha_given = false;
   std::string hessian_memory;  // empty: half of the available memory
   bool force = false;
   int threads = 0;
@@ -81,6 +85,13 @@ std::string check_method(const QuantizeCommandOptions& o) {
   }
   if (method != "gptq" && method != "smoothquant" && !o.calibration.empty()) {
     refuse("--calibration goes with --method gptq or smoothquant, not " + method);
+  }
+  if (method != "gptq" && (o.dampening_given || !o.hessian_memory.empty())) {
+    refuse(std::string(o.dampening_given ? "--dampening" : "--hessian-memory") +
+           " goes with --method gptq, not " + method);
+  }
+  if (method != "smoothquant" && o.alpha_given) {
+    refuse("--alpha goes with --method smoothquant, not " + method);
   }
   if (!(o.alpha >= 0.0 && o.alpha <= 1.0)) {
     refuse("--alpha: " + std::to_string(o.alpha) + " is not in [0, 1]");
@@ -126,13 +137,12 @@ CalibrationOptions calibration_options(const QuantizeCommandOptions& o,
 // Runs the input over the calibration text for its activation ranges and plans the smoothing.
 quantize::SmoothingPlan plan_smoothing(const QuantizeCommandOptions& o,
                                        const quantize::QuantizeOptions& options) {
-  const gguf::GgufFile file = gguf::GgufFile::open(options.input);
-  CalibrationRun run(file, options.input.filename().string(),
-                     calibration_options(o, options, "smoothquant"));
   quantize::ActivationRangeCollector collector;
-  run.run([&collector](const model::MatmulInput& input) {
-    collector.add(input.weight, input.data, input.n_rows, input.n_columns);
-  });
+  run_calibration(options.input, calibration_options(o, options, "smoothquant"),
+                  [&collector](const model::MatmulInput& input) {
+                    collector.add(input.weight, input.data, input.n_rows, input.n_columns);
+                  });
+  const gguf::GgufFile file = gguf::GgufFile::open(options.input);
   quantize::SmoothingPlan plan = quantize::plan_smoothing(file, collector.take(), o.alpha);
   if (plan.n_groups == 0) {
     refuse("smoothquant: no layer of " + options.input.string() +
@@ -184,13 +194,13 @@ int run_quantize(const QuantizeCommandOptions& o) {
   };
   std::optional<GroupedHessians> hessians;
   if (method == "gptq") {
-    quantize::check_quantize_paths(options);  // before minutes of calibration
+    quantize::check_quantize_inputs(options);  // before minutes of calibration
     hessians.emplace(plan_hessians(o, options));
     options.hessians = [&hessians](const quantize::GptqTensor& t) { return hessians->find(t); };
   }
   quantize::SmoothingPlan smoothing;
   if (method == "smoothquant") {
-    quantize::check_quantize_paths(options);  // before the calibration run
+    quantize::check_quantize_inputs(options);  // before the calibration run
     smoothing = plan_smoothing(o, options);
     options.rescales = &smoothing.rescales;
   }
@@ -244,12 +254,15 @@ void add_quantize_command(CLI::App& app, int& exit_code) {
   CLI::Option* chunks =
       cmd->add_option("--chunks", opts->chunks,
                       "GPTQ, smoothquant: calibration chunks (default: every whole chunk)");
-  cmd->add_option("--dampening", opts->dampening,
-                  "GPTQ: fraction of the Hessian's mean diagonal added to it")
-      ->capture_default_str();
-  cmd->add_option("--alpha", opts->alpha,
-                  "smoothquant: how much of the activations' range moves into the weights (0-1)")
-      ->capture_default_str();
+  CLI::Option* dampening =
+      cmd->add_option("--dampening", opts->dampening,
+                      "GPTQ: fraction of the Hessian's mean diagonal added to it")
+          ->capture_default_str();
+  CLI::Option* alpha =
+      cmd->add_option(
+             "--alpha", opts->alpha,
+             "smoothquant: how much of the activations' range moves into the weights (0-1)")
+          ->capture_default_str();
   cmd->add_option("--hessian-memory", opts->hessian_memory,
                   "GPTQ: most memory the Hessians may take at once, e.g. 4GiB (default: half of "
                   "the available memory); over it, one calibration run per group of layers that "
@@ -257,8 +270,10 @@ void add_quantize_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--force", opts->force, "Replace OUT when it exists");
   add_threads_option(*cmd, opts->threads);
   cmd->add_option("--cache-dir", opts->cache_dir, "Cache root for registered models");
-  cmd->callback([opts, chunks, &exit_code] {
+  cmd->callback([opts, chunks, dampening, alpha, &exit_code] {
     opts->chunks_given = chunks->count() > 0;
+    opts->dampening_given = dampening->count() > 0;
+    opts->alpha_given = alpha->count() > 0;
     exit_code = run_quantize(*opts);
   });
 }

@@ -2,8 +2,9 @@
 // through the model's chat template first; `--decode IDS` goes back from ids to text.
 #include "tokenize_command.h"
 
-#include <cstdio>
 #include <fmt/core.h>
+
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -28,8 +29,8 @@ struct TokenizeOptions {
   std::string chat_file;
   std::string decode;
   std::string cache_dir;
-  bool no_special = false;    // do not add BOS/EOS
-  bool parse_special = false; // recognise special-token text in TEXT
+  bool no_special = false;     // do not add BOS/EOS
+  bool parse_special = false;  // recognise special-token text in TEXT
   bool as_json = false;
 };
 
@@ -96,8 +97,8 @@ int run_tokenize(const TokenizeOptions& opts) {
     rendered = prompt.text;
     ids = prompt.ids;
   } else {
-    ids = tok.encode(opts.text, {.add_special = !opts.no_special,
-                                 .parse_special = opts.parse_special});
+    ids = tok.encode(opts.text,
+                     {.add_special = !opts.no_special, .parse_special = opts.parse_special});
   }
 
   if (opts.as_json) {

@@ -135,8 +135,8 @@ void quantize_row_tile(const RowTileContext& ctx, int64_t tile_index, int64_t ro
       }
     }
     if (end < cols) {
-      // w[:, end:] -= err[:, :len] * U[s:end, end:], as column-major
-      // C (m x tile) -= B (m x len) * A (len x tile).
+      // w[:, end:] -= err[:, :len] * U[s:end, end:]; column-major, C (m x tile) -= A (m x len)
+      // * B (len x tile) with A = U[s:end, end:] read transposed and B = err.
       const int m = static_cast<int>(cols - end);
       const int t = static_cast<int>(tile);
       const int len = static_cast<int>(end - s);
@@ -224,7 +224,11 @@ void gptq_quantize(GgmlType type, const float* weights, int64_t rows, int64_t co
   // Each tile's matrix products run on its own thread (BLAS single-threaded), so the result is the
   // same whatever the thread count, pool or none.
   blas_threads.set(1);
-  if (options.pool == nullptr || options.pool->size() < 2 || n_tiles < 2) {
+  // An OpenMP build of OpenBLAS keeps its thread count per calling thread, so the pool's threads
+  // would each fan out again: then the tiles run on this thread.
+  constexpr int kOpenBlasOpenMp = 2;
+  if (options.pool == nullptr || options.pool->size() < 2 || n_tiles < 2 ||
+      openblas_get_parallel() == kOpenBlasOpenMp) {
     TileScratch scratch(ctx);
     for (int64_t tile = 0; tile < n_tiles; ++tile) quantize_row_tile(ctx, tile, rows, scratch);
     return;

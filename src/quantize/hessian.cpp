@@ -86,8 +86,13 @@ void HessianCollector::add(std::string_view weight, const float* rows, int64_t n
                 "Hessian of '" + std::string(weight) + "': unsupported shape");
   }
   const std::string key = hessian_input_key(weight);
+  // The input summed last, told again for a sibling weight. A weight told a second time since
+  // that sum is a new forward step (the next calibration chunk reuses the same buffer), even
+  // when the filter lets only that weight through.
   const bool same_input = has_last_ && rows == last_data_ && n_rows == last_rows_ &&
-                          n_columns == last_columns_ && key == last_key_;
+                          n_columns == last_columns_ && key == last_key_ &&
+                          !told_since_sum_.contains(weight);
+  if (same_input) told_since_sum_.emplace(weight);
   auto it = group_of_.find(weight);
   if (it == group_of_.end()) {
     // First sight: share the previous weight's matrix when it read this same input.
@@ -121,6 +126,8 @@ void HessianCollector::add(std::string_view weight, const float* rows, int64_t n
   last_group_ = it->second;
   last_key_ = key;
   has_last_ = true;
+  told_since_sum_.clear();
+  told_since_sum_.emplace(weight);
 }
 
 HessianSet HessianCollector::take() {
@@ -143,6 +150,7 @@ HessianSet HessianCollector::take() {
   groups_.clear();
   group_of_.clear();
   has_last_ = false;
+  told_since_sum_.clear();
   return set;
 }
 

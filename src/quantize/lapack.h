@@ -14,6 +14,7 @@ void sgemm_(const char* transa, const char* transb, const int* m, const int* n, 
             const float* beta, float* c, const int* ldc, size_t transa_len, size_t transb_len);
 void openblas_set_num_threads(int n);
 int openblas_get_num_threads(void);
+int openblas_get_parallel(void);  // 0 sequential, 1 pthreads, 2 OpenMP
 }
 
 extern "C" {

@@ -1,5 +1,6 @@
 // quantize/model_quantizer: see model_quantizer.h for the contract. Every refusal happens before
-// the first tensor is converted, so a bad invocation costs nothing but its message.
+// the file is written, most before the first tensor is converted (a Hessian of the wrong width
+// only when the lookup gives it), so a bad invocation leaves nothing behind.
 #include "quantize/model_quantizer.h"
 
 #include <algorithm>
@@ -311,7 +312,15 @@ std::vector<uint8_t> convert_tensor(const TensorJob& job, std::span<const uint8_
 
 }  // namespace
 
-void check_quantize_paths(const QuantizeOptions& options) { check_paths(options); }
+void check_quantize_inputs(const QuantizeOptions& options) {
+  check_paths(options);
+  const gguf::GgufFile input = gguf::GgufFile::open(options.input);
+  const QuantizePlan plan = QuantizePlan::for_file(options.target, input);
+  const std::vector<TensorJob> jobs = plan_tensors(input, plan);
+  gguf::GgufWriter writer;
+  writer.copy_metadata(input);
+  check_free_space(options, planned_file_size(writer, jobs));
+}
 
 std::vector<GptqTensor> gptq_tensors(const QuantizeOptions& options) {
   const gguf::GgufFile input = gguf::GgufFile::open(options.input);

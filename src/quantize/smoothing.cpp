@@ -92,9 +92,11 @@ bool plan_group(const gguf::GgufFile& file, const ActivationRanges& ranges, doub
   for (size_t j = 0; j < width; ++j) {
     const double m = (*x_max)[j];
     const double w = w_max[j];
-    if (m > 0.0 && w > 0.0) {
-      s[j] = static_cast<float>(std::pow(m, alpha) / std::pow(w, 1.0 - alpha));
-    }
+    if (!(m > 0.0 && w > 0.0)) continue;
+    const double factor = std::pow(m, alpha) / std::pow(w, 1.0 - alpha);
+    // A factor that does not survive f32 (an activation overflowed in calibration) or would
+    // crush the producer's scale to nothing leaves the channel as it is.
+    if (std::isfinite(factor) && factor > 1e-30 && factor < 1e30) s[j] = static_cast<float>(factor);
   }
   std::vector<float>& producer_scale =
       producer_rows ? scale_of(out[producer].row, width) : scale_of(out[producer].column, width);
@@ -130,9 +132,12 @@ SmoothingPlan plan_smoothing(const gguf::GgufFile& file, const ActivationRanges&
                    {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"}, plan.rescales);
     plan.n_groups += plan_group(file, ranges, alpha, p + "ffn_norm.weight", false,
                                 {p + "ffn_gate.weight", p + "ffn_up.weight"}, plan.rescales);
-    // After the ffn_norm group: up's columns were scaled there, its rows are scaled here.
-    plan.n_groups += plan_group(file, ranges, alpha, p + "ffn_up.weight", true,
-                                {p + "ffn_down.weight"}, plan.rescales);
+    // After the ffn_norm group: up's columns were scaled there, its rows are scaled here. Only
+    // for a gated feed-forward (act(gate) * up is linear in up; act(up) would not be).
+    if (file.find_tensor(p + "ffn_gate.weight")) {
+      plan.n_groups += plan_group(file, ranges, alpha, p + "ffn_up.weight", true,
+                                  {p + "ffn_down.weight"}, plan.rescales);
+    }
   }
   return plan;
 }

@@ -106,6 +106,28 @@ TEST(HessianCollection, OnlyTheWantedWeights) {
   EXPECT_EQ(set.n_distinct(), 1u);
 }
 
+// The next calibration chunk reuses the forward pass's buffers: a weight told the same buffer again
+// is a new step and is summed again, even when it is the only weight wanted or its sibling was
+// told last (a filter letting through only q and k).
+TEST(HessianCollection, TheSameBufferInTheNextStepIsSummedAgain) {
+  std::vector<float> x(32 * 8, 1.0f);
+  HessianCollector down_only([](std::string_view w) { return w == "blk.0.ffn_down.weight"; });
+  for (int step = 0; step < 3; ++step) down_only.add("blk.0.ffn_down.weight", x.data(), 32, 8);
+  HessianSet set = down_only.take();
+  EXPECT_EQ(set.find("blk.0.ffn_down.weight")->n_rows, 96);
+  EXPECT_FLOAT_EQ(set.find("blk.0.ffn_down.weight")->h[0], 96.0f);
+
+  HessianCollector siblings;
+  for (int step = 0; step < 2; ++step) {
+    siblings.add("blk.0.attn_q.weight", x.data(), 32, 8);
+    siblings.add("blk.0.attn_k.weight", x.data(), 32, 8);  // shared: summed once per step
+  }
+  set = siblings.take();
+  EXPECT_EQ(set.find("blk.0.attn_k.weight"), set.find("blk.0.attn_q.weight"));
+  EXPECT_EQ(set.find("blk.0.attn_q.weight")->n_rows, 64);
+  EXPECT_FLOAT_EQ(set.find("blk.0.attn_q.weight")->h[9], 64.0f);
+}
+
 // Two layers of a Qwen-like shape: q/k/v share one input, gate/up another.
 std::vector<GptqTensor> two_layers() {
   std::vector<GptqTensor> tensors;

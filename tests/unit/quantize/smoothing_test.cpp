@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <span>
@@ -78,9 +79,12 @@ std::vector<float> last_logits(const fs::path& model_path) {
 
 class SmoothingTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    in_ = dir_.path() / "f32.gguf";
-    model::write_tiny_model(k_friendly_spec(2), in_);
+  void SetUp() override { write_model("qwen2"); }
+  void write_model(const std::string& architecture) {
+    in_ = dir_.path() / (architecture + ".gguf");
+    model::TinyModelSpec spec = k_friendly_spec(2);
+    spec.architecture = architecture;
+    model::write_tiny_model(spec, in_);
     ranges_ = calibrate(in_);
   }
   testing::TempDir dir_;
@@ -114,48 +118,79 @@ TEST_F(SmoothingTest, FactorsFollowTheFormula) {
     EXPECT_NEAR(up.column[j], s, 1e-5 * s) << j;
     EXPECT_NEAR(norm.column[j] * s, 1.0, 1e-5) << j;
   }
+  // The up/down group: up's rows divided, down's columns multiplied, by the same factors.
+  const std::vector<float>& m_down = *ranges_.find("blk.1.ffn_down.weight");
+  const TensorRescale& down = plan.rescales.at("blk.1.ffn_down.weight");
+  ASSERT_EQ(up.row.size(), m_down.size());
+  ASSERT_EQ(down.column.size(), m_down.size());
+  EXPECT_TRUE(down.row.empty());
+  for (size_t j = 0; j < m_down.size(); ++j) EXPECT_NEAR(up.row[j] * down.column[j], 1.0f, 1e-5);
   EXPECT_THROW(plan_smoothing(file, ranges_, 1.5), Error);
 }
 
+// Every architecture the loader runs: Qwen2's q/k/v biases, Qwen3's and Gemma 3's q/k norms,
+// Gemma 3's post-norms and GELU act on outputs that smoothing leaves as they were.
 TEST_F(SmoothingTest, SmoothedModelComputesTheSameLogits) {
-  const gguf::GgufFile file = gguf::GgufFile::open(in_);
-  const SmoothingPlan plan = plan_smoothing(file, ranges_, 0.5);
-  const fs::path out = dir_.path() / "smoothed.gguf";
-  QuantizeOptions o = options_for(in_, out, QuantizeTarget::kF32);
-  o.rescales = &plan.rescales;
-  size_t n_rescaled = 0;
-  o.on_tensor = [&](const TensorProgress& p) { n_rescaled += p.rescaled; };
-  quantize_model(o);
-  EXPECT_EQ(n_rescaled, plan.rescales.size());
+  for (const char* architecture : {"qwen2", "llama", "qwen3", "gemma3"}) {
+    SCOPED_TRACE(architecture);
+    write_model(architecture);
+    const gguf::GgufFile file = gguf::GgufFile::open(in_);
+    const SmoothingPlan plan = plan_smoothing(file, ranges_, 0.5);
+    EXPECT_EQ(plan.n_groups, 6);
+    const fs::path out = dir_.path() / (std::string(architecture) + "-smoothed.gguf");
+    QuantizeOptions o = options_for(in_, out, QuantizeTarget::kF32);
+    o.rescales = &plan.rescales;
+    size_t n_rescaled = 0;
+    o.on_tensor = [&](const TensorProgress& p) { n_rescaled += p.rescaled; };
+    quantize_model(o);
+    EXPECT_EQ(n_rescaled, plan.rescales.size());
 
-  // The weights moved: the attention norm is no longer all ones.
-  const gguf::GgufFile smoothed = gguf::GgufFile::open(out);
-  const std::vector<float> norm =
-      values_of(smoothed, *smoothed.find_tensor("blk.0.attn_norm.weight"));
-  double moved = 0.0;
-  for (float v : norm) moved = std::max(moved, std::fabs(double(v) - 1.0));
-  EXPECT_GT(moved, 0.05);
+    // The weights moved: the attention norm is no longer what it was.
+    const gguf::GgufFile smoothed = gguf::GgufFile::open(out);
+    const std::vector<float> norm_before =
+        values_of(file, *file.find_tensor("blk.0.attn_norm.weight"));
+    const std::vector<float> norm_after =
+        values_of(smoothed, *smoothed.find_tensor("blk.0.attn_norm.weight"));
+    double moved = 0.0;
+    for (size_t i = 0; i < norm_before.size(); ++i) {
+      moved = std::max(moved, std::fabs(double(norm_after[i]) / norm_before[i] - 1.0));
+    }
+    EXPECT_GT(moved, 0.05);
 
-  const std::vector<float> before = last_logits(in_);
-  const std::vector<float> after = last_logits(out);
-  ASSERT_EQ(before.size(), after.size());
-  double err = 0.0;
-  double norm2 = 0.0;
-  for (size_t i = 0; i < before.size(); ++i) {
-    err += (double(after[i]) - before[i]) * (double(after[i]) - before[i]);
-    norm2 += double(before[i]) * before[i];
+    const std::vector<float> before = last_logits(in_);
+    const std::vector<float> after = last_logits(out);
+    ASSERT_EQ(before.size(), after.size());
+    double err = 0.0;
+    double norm2 = 0.0;
+    for (size_t i = 0; i < before.size(); ++i) {
+      err += (double(after[i]) - before[i]) * (double(after[i]) - before[i]);
+      norm2 += double(before[i]) * before[i];
+    }
+    EXPECT_LT(std::sqrt(err / norm2), 1e-4);
   }
-  EXPECT_LT(std::sqrt(err / norm2), 1e-4);
 }
 
 TEST_F(SmoothingTest, DoesNotCombineWithGptqOrAnImportanceMatrix) {
   const gguf::GgufFile file = gguf::GgufFile::open(in_);
   const SmoothingPlan plan = plan_smoothing(file, ranges_, 0.5);
-  QuantizeOptions o = options_for(in_, dir_.path() / "out.gguf", QuantizeTarget::kQ8_0);
-  o.rescales = &plan.rescales;
-  o.imatrix = dir_.path() / "any.imatrix";
-  EXPECT_THROW(quantize_model(o), Error);
-  EXPECT_FALSE(fs::exists(dir_.path() / "out.gguf"));
+  const HessianSet none;
+  for (bool with_gptq : {false, true}) {
+    QuantizeOptions o = options_for(in_, dir_.path() / "out.gguf", QuantizeTarget::kQ8_0);
+    o.rescales = &plan.rescales;
+    if (with_gptq) {
+      o.hessians = lookup_in(none);
+    } else {
+      o.imatrix = dir_.path() / "any.imatrix";
+    }
+    try {
+      quantize_model(o);
+      ADD_FAILURE() << "quantized; expected a refusal";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("smoothing combines with neither"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_FALSE(fs::exists(o.output));
+  }
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -94,7 +95,8 @@ class HessianCollector {
   int64_t last_rows_ = 0;
   int64_t last_columns_ = 0;
   size_t last_group_ = 0;
-  std::string last_key_;  // its hessian_input_key
+  std::string last_key_;                               // its hessian_input_key
+  std::set<std::string, std::less<>> told_since_sum_;  // weights told that input since
   std::function<bool(std::string_view)> wanted_;
   bool has_last_ = false;
 };

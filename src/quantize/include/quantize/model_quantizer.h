@@ -119,9 +119,11 @@ std::vector<GptqTensor> gptq_tensors(const QuantizeOptions& options);
 
 // A lookup into one set of Hessians gathered beforehand.
 HessianLookup lookup_in(const HessianSet& hessians);
+HessianLookup lookup_in(HessianSet&&) = delete;  // the lookup keeps a reference
 
-// The refusals of paths and threads that quantize_model makes first (see above), for callers
-// that do long work (a calibration run) before calling it.
-void check_quantize_paths(const QuantizeOptions& options);
+// The refusals quantize_model makes before it reads a weight (see above: paths and threads, a
+// tensor it cannot read, too little free space for the planned size), for callers that do long
+// work (a calibration run) before calling it. Ignores imatrix, hessians and rescales.
+void check_quantize_inputs(const QuantizeOptions& options);
 
 }  // namespace llms::quantize

@@ -10,11 +10,13 @@
 //   - its feed-forward norm (ffn_norm.weight) feeds gate and up: the same with gate and up;
 //   - ffn_down reads act(gate) * up elementwise, which is linear in up: up[j, :] /= s_j and
 //     down[:, j] *= s_j.
-// (The attention output projection reads attention's output, which with grouped-query attention
-// has no per-channel scale to fold into: it stays as it is.) With m_j the largest |x_j| seen in
+//   (only in a gated feed-forward).
+// (The attention output projection is not smoothed: its input channels come from v's rows, but
+// with grouped-query attention one v channel feeds the same channel of several query heads, so
+// their factors would have to be tied; not built.) With m_j the largest |x_j| seen in
 // calibration and w_j the largest |W[i, j]| over the consumers' rows, s_j = m_j^alpha /
-// w_j^(1 - alpha); s_j = 1 where either is 0. A group is smoothed only when all its tensors exist
-// with matching shapes and its input was seen.
+// w_j^(1 - alpha); s_j = 1 where either is 0 or the factor is not a usable f32. A group is smoothed
+// only when all its tensors exist with matching shapes and its input was seen.
 #pragma once
 
 #include <cstdint>
