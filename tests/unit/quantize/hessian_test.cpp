@@ -31,13 +31,10 @@ TEST(HessianCollection, EqualsTheOuterProductsOfWhatTheObserverWasTold) {
   testing::TempDir dir;
   const auto path = dir.path() / "tiny.gguf";
   model::write_tiny_model(model::TinyModelSpec{}, path);
-  const gguf::GgufFile file = gguf::GgufFile::open(path);
-  model::CpuRunner runner(file, std::make_shared<ThreadPool>(2));
-  runner.allocate_kv(16, 4, kv::KvCacheType::kF16, runner.config().single_kv_layout());
   HessianCollector collector;
   std::vector<double> manual;  // blk.1.ffn_down's x x^T, from the told rows
   int64_t width = 0;
-  runner.transformer().set_activation_observer([&](const model::MatmulInput& in) {
+  fixtures::observe_chunks(path, 2, 48, [&](const model::MatmulInput& in) {
     collector.add(in.weight, in.data, in.n_rows, in.n_columns);
     if (in.weight != "blk.1.ffn_down.weight") return;
     width = in.n_columns;
@@ -48,13 +45,7 @@ TEST(HessianCollection, EqualsTheOuterProductsOfWhatTheObserverWasTold) {
         for (int64_t j = 0; j < width; ++j) manual[i * width + j] += double{x[i]} * x[j];
       }
     }
-  });
-  const std::vector<kv::BlockId> table = {0, 1, 2, 3};
-  for (int chunk = 0; chunk < 2; ++chunk) {
-    kv::StepBatch batch;
-    batch.add_sequence(chunk, tokens(48, chunk), 0, table, 0);
-    runner.execute(batch);
-  }
+  });  // two chunks, each a fresh sequence
   const HessianSet set = collector.take();
   EXPECT_EQ(set.by_weight.size(), 14u);  // 2 layers x 7 matrices
   EXPECT_EQ(set.n_distinct(), 8u);       // per layer: q/k/v, o, gate/up, down

@@ -104,13 +104,10 @@ TEST(ImatrixCollection, SumsEqualTheSquaresOfWhatTheObserverWasTold) {
   testing::TempDir dir;
   const fs::path path = dir.path() / "tiny.gguf";
   model::write_tiny_model(model::TinyModelSpec{}, path);
-  const gguf::GgufFile file = gguf::GgufFile::open(path);
-  model::CpuRunner runner(file, std::make_shared<ThreadPool>(2));
-  runner.allocate_kv(16, 4, kv::KvCacheType::kF16, runner.config().single_kv_layout());
   ImportanceMatrixCollector collector;
   std::vector<double> manual;  // blk.1.ffn_down's column sums, from the told rows
   int64_t manual_rows = 0;
-  runner.transformer().set_activation_observer([&](const model::MatmulInput& in) {
+  fixtures::observe_chunks(path, 2, 48, [&](const model::MatmulInput& in) {
     collector.add(in.weight, in.data, in.n_rows, in.n_columns);
     if (in.weight != "blk.1.ffn_down.weight") return;
     manual.resize(static_cast<size_t>(in.n_columns));
@@ -121,13 +118,7 @@ TEST(ImatrixCollection, SumsEqualTheSquaresOfWhatTheObserverWasTold) {
       }
     }
     manual_rows += in.n_rows;
-  });
-  const std::vector<kv::BlockId> table = {0, 1, 2, 3};
-  for (int chunk = 0; chunk < 2; ++chunk) {  // two chunks, each a fresh sequence
-    kv::StepBatch batch;
-    batch.add_sequence(chunk, tokens(48, chunk), 0, table, 0);
-    runner.execute(batch);
-  }
+  });  // two chunks, each a fresh sequence
   const ImportanceMatrix m = collector.take();
   // 2 layers x 7 matrices; no output (not asked for, and no logits rows anyway).
   EXPECT_EQ(m.entries.size(), 14u);

@@ -4,12 +4,16 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <vector>
 
 #include "gguf/gguf_file.h"
+#include "kv/step_batch.h"
+#include "model/cpu_runner.h"
 #include "model/tiny_model.h"
 #include "quant/quant.h"
 #include "quantize/model_quantizer.h"
+#include "util/thread_pool.h"
 
 namespace llms::quantize::fixtures {
 
@@ -46,6 +50,22 @@ inline QuantizeOptions options_for(const std::filesystem::path& in,
   o.target = target;
   o.n_threads = 2;
   return o;
+}
+
+// Runs `n_chunks` fresh sequences of `n_tokens` (at most 64) tiny-vocabulary tokens through the
+// model with `observer` set: the calibration run the activation collectors are tested with.
+inline void observe_chunks(const std::filesystem::path& model_path, int32_t n_chunks,
+                           int32_t n_tokens, const model::ActivationObserver& observer) {
+  const gguf::GgufFile file = gguf::GgufFile::open(model_path);
+  model::CpuRunner runner(file, std::make_shared<ThreadPool>(2));
+  runner.allocate_kv(16, 4, kv::KvCacheType::kF16, runner.config().single_kv_layout());
+  runner.transformer().set_activation_observer(observer);
+  const std::vector<kv::BlockId> table = {0, 1, 2, 3};
+  for (int32_t chunk = 0; chunk < n_chunks; ++chunk) {
+    kv::StepBatch batch;
+    batch.add_sequence(chunk, tokens(n_tokens, chunk), 0, table, 0);
+    runner.execute(batch);
+  }
 }
 
 }  // namespace llms::quantize::fixtures

@@ -49,19 +49,10 @@ TEST(ActivationRanges, ColumnMaximaSharedBySiblings) {
 }
 
 ActivationRanges calibrate(const fs::path& model_path) {
-  const gguf::GgufFile file = gguf::GgufFile::open(model_path);
-  model::CpuRunner runner(file, std::make_shared<ThreadPool>(2));
-  runner.allocate_kv(16, 4, kv::KvCacheType::kF16, runner.config().single_kv_layout());
   ActivationRangeCollector collector;
-  runner.transformer().set_activation_observer([&](const model::MatmulInput& in) {
+  fixtures::observe_chunks(model_path, 4, 48, [&](const model::MatmulInput& in) {
     collector.add(in.weight, in.data, in.n_rows, in.n_columns);
   });
-  const std::vector<kv::BlockId> table = {0, 1, 2, 3};
-  for (int chunk = 0; chunk < 4; ++chunk) {
-    kv::StepBatch batch;
-    batch.add_sequence(chunk, tokens(48, chunk), 0, table, 0);
-    runner.execute(batch);
-  }
   return collector.take();
 }
 
