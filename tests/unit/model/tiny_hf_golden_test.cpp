@@ -9,7 +9,8 @@
 // vocabulary at the last positions of each prompt, and a greedy continuation with its margins.
 // The weights are F32 in the GGUF and exactly representable in bf16, so the only differences
 // left are float rounding and summation order. Also: the RoPE frequencies from config.json
-// (ModelConfig::from_hf) equal those from the GGUF file.
+// (ModelConfig::from_hf) equal those from the GGUF file, and the directory converted to GGUF by
+// llmserve itself (model/hf_conversion.h) gives the same logits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,8 +23,10 @@
 #include <vector>
 
 #include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
 #include "gguf/hf_model_dir.h"
 #include "kv/step_batch.h"
+#include "model/hf_conversion.h"
 #include "model/kv_storage.h"
 #include "model/rope.h"
 #include "model/transformer.h"
@@ -123,6 +126,7 @@ class TinyHfGolden : public ::testing::TestWithParam<const char*> {
   }
 
   json golden_;
+  std::vector<uint8_t> converted_;
   std::unique_ptr<gguf::GgufFile> file_;
   std::unique_ptr<Transformer> model_;
 };
@@ -130,6 +134,20 @@ class TinyHfGolden : public ::testing::TestWithParam<const char*> {
 TEST_P(TinyHfGolden, LogitsAndGreedyContinuationMatchTransformers) {
   double worst = check(kv::KvCacheType::kF32, kMaxRelativeL2, kNearTie);
   std::cout << "[ info ] " << GetParam() << ": largest relative L2 error " << worst << "\n";
+}
+
+// The Hugging Face directory converted to GGUF by model/hf_conversion.h (bf16 matrices as
+// stored, f32 vectors) instead of the generator's f32 model.gguf.
+TEST_P(TinyHfGolden, ConvertedFromTheHuggingFaceDirectory) {
+  gguf::GgufWriter writer;
+  gguf::HfModelDir dir = gguf::HfModelDir::open(case_dir(GetParam()));
+  add_hf_model(dir, writer);
+  converted_ = writer.to_bytes();
+  file_ = std::make_unique<gguf::GgufFile>(gguf::GgufFile::from_bytes(converted_));
+  model_ = std::make_unique<Transformer>(*file_, 2);
+  double worst = check(kv::KvCacheType::kF32, kMaxRelativeL2, kNearTie);
+  std::cout << "[ info ] " << GetParam() << " (converted): largest relative L2 error " << worst
+            << "\n";
 }
 
 TEST_P(TinyHfGolden, WithAnF16CacheToo) {
