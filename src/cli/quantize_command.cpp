@@ -4,7 +4,8 @@
 // [--hessian-memory SIZE] [--alpha A]] [--force]
 // [-t THREADS]`.
 //
-// Rewrites a GGUF file (or a registered model's cached file) with its tensors in another type:
+// Rewrites a GGUF file (or a registered model's cached file, or a Hugging Face directory converted
+// first: cli/hf_input.h) with its tensors in another type:
 // round-to-nearest; with --imatrix weighted by an importance matrix where it has an entry; with
 // --method smoothquant after smoothing activation outliers into the weights (quantize/smoothing.h);
 // or with --method gptq by GPTQ, from Hessians gathered by running IN itself over the calibration
@@ -18,6 +19,7 @@
 #include <fmt/core.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,6 +29,7 @@
 #include "gguf/ggml_type.h"
 #include "gguf/gguf_file.h"
 #include "grouped_hessians.h"
+#include "hf_input.h"
 #include "model_registry.h"
 #include "quantize/hessian.h"
 #include "quantize/model_quantizer.h"
@@ -177,8 +180,18 @@ int run_quantize(const QuantizeCommandOptions& o) {
   // The type and method first: a typo is refused before a model is looked up.
   options.target = quantize::parse_target(o.type);
   const std::string method = check_method(o);
-  options.input = resolve_model(o.input, o.cache_dir);
   options.output = o.output;
+  // A Hugging Face directory is converted to a GGUF file first (removed when this returns).
+  std::unique_ptr<HfInput> hf_input;
+  if (std::filesystem::is_directory(o.input)) {
+    if (std::filesystem::exists(options.output) && !o.force) {
+      refuse("output '" + o.output + "' already exists; pass --force to replace it");
+    }
+    hf_input = std::make_unique<HfInput>(o.input, options.output);
+    options.input = hf_input->gguf();
+  } else {
+    options.input = resolve_model(o.input, o.cache_dir);
+  }
   options.imatrix = o.imatrix;
   options.overwrite = o.force;
   options.n_threads = o.threads > 0 ? o.threads : physical_core_count();
@@ -208,9 +221,9 @@ int run_quantize(const QuantizeCommandOptions& o) {
   fmt::print(
       stderr,
       "quantized {} -> {} ({}): {} -> {}, {} tensors ({} converted, {} copied) in {:.1f} s\n",
-      options.input.string(), options.output.string(), quantize::target_info(options.target).name,
-      format_bytes(r.input_bytes), format_bytes(r.output_bytes), r.n_tensors, r.n_converted,
-      r.n_copied, r.seconds);
+      hf_input ? o.input : options.input.string(), options.output.string(),
+      quantize::target_info(options.target).name, format_bytes(r.input_bytes),
+      format_bytes(r.output_bytes), r.n_tensors, r.n_converted, r.n_copied, r.seconds);
   if (hessians) {
     fmt::print(stderr,
                "gptq: {} of the {} converted tensors quantized by GPTQ ({} Hessians); the others "
@@ -232,9 +245,12 @@ void add_quantize_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<QuantizeCommandOptions>();
   CLI::App* cmd = app.add_subcommand(
       "quantize",
-      "Rewrite a GGUF model with its weights in another type (round-to-nearest, weighted by an "
-      "importance matrix, or GPTQ)");
-  cmd->add_option("IN", opts->input, "GGUF file or registered model")->required();
+      "Rewrite a GGUF model (or convert a Hugging Face directory) with its weights in another "
+      "type (round-to-nearest, weighted by an importance matrix, GPTQ, or smoothed)");
+  cmd->add_option("IN", opts->input,
+                  "GGUF file, registered model, or Hugging Face directory (safetensors, "
+                  "config.json, tokenizer.json: llama, mistral, qwen2, qwen3)")
+      ->required();
   cmd->add_option("OUT", opts->output, "GGUF file to write")->required();
   cmd->add_option(
          "--type", opts->type,
