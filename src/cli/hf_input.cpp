@@ -25,6 +25,11 @@ HfInput::HfInput(const std::filesystem::path& dir, const std::filesystem::path& 
   gguf::GgufWriter writer;
   const model::HfConversionReport report = model::add_hf_model(hf, writer);
   bytes_ = report.file_bytes;
+  const std::filesystem::path path = out_dir / ("." + output.filename().string() + ".from-hf.gguf");
+  // One left by a run that was killed (a signal skips the destructor) is ours: replaced, and its
+  // space counted as free.
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
   const uint64_t free_bytes = std::filesystem::space(out_dir).available;
   if (free_bytes < bytes_) {
     throw Error(Error::Kind::kInvalidArgument,
@@ -33,15 +38,20 @@ HfInput::HfInput(const std::filesystem::path& dir, const std::filesystem::path& 
                             dir.string(), format_bytes(bytes_), out_dir.string(),
                             format_bytes(free_bytes)));
   }
-  gguf_ = out_dir / ("." + output.filename().string() + ".from-hf.gguf");
-  writer.write(gguf_);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  fmt::print(stderr,
-             "[convert] {} ({}, {} tensors, {} q/k permuted) -> {} ({}) in {:.1f} s; removed when "
-             "done\n",
-             dir.string(), report.architecture, report.n_tensors, report.n_permuted, gguf_.string(),
-             format_bytes(bytes_), seconds);
+  writer.write(path);
+  gguf_ = path;
+  try {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    fmt::print(stderr,
+               "[convert] {} ({}, {} tensors, {} q/k permuted) -> {} ({}) in {:.1f} s; removed "
+               "when done\n",
+               dir.string(), report.architecture, report.n_tensors, report.n_permuted,
+               gguf_.string(), format_bytes(bytes_), seconds);
+  } catch (...) {
+    std::filesystem::remove(gguf_, ec);  // the destructor of a half-built object does not run
+    throw;
+  }
 }
 
 HfInput::~HfInput() {

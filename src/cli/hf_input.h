@@ -5,7 +5,8 @@
 // The temporary file holds the directory's weights in their stored types (F16/BF16/F32), so it
 // takes about the directory's size; the constructor refuses (llms::Error kInvalidArgument, both
 // sizes named) when the output's directory has less free space than it, and leaves nothing
-// behind on any refusal (GgufWriter::write writes under a temporary name and renames).
+// behind on any refusal (GgufWriter::write writes under a temporary name and renames). A process
+// killed by a signal leaves the hidden file; the next conversion to the same OUT replaces it.
 #pragma once
 
 #include <cstdint>

@@ -50,6 +50,11 @@ int main(int argc, char** argv) {
   } catch (const llms::Error& e) {
     std::fprintf(stderr, "llmserve: %s\n", e.what());
     return e.kind() == llms::Error::Kind::kInvalidArgument ? 2 : 1;
+  } catch (const std::exception& e) {
+    // Not one of our errors (out of memory, a filesystem error): still unwind, so destructors
+    // (temporary files, threads) run, and say what happened.
+    std::fprintf(stderr, "llmserve: unexpected error: %s\n", e.what());
+    return 1;
   }
   return exit_code;
 }

@@ -2,11 +2,15 @@
 #include "model/hf_conversion.h"
 
 #include <algorithm>
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <optional>
-#include <regex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -110,20 +114,32 @@ class Planner {
         out[{2, 0, 0}] = {"output_norm.weight", &t, 0};
         continue;
       }
-      static const std::regex kLayer(R"(model\.layers\.(\d+)\.(.+))");
-      std::smatch m;
-      if (!std::regex_match(name, m, kLayer)) refuse_name(name);
-      const uint64_t layer = std::stoull(m[1].str());
+      // "model.layers.<N>.<rest>", N in decimal without leading zeros.
+      constexpr std::string_view kPrefix = "model.layers.";
+      if (!name.starts_with(kPrefix)) refuse_name(name);
+      const size_t digits_end = name.find('.', kPrefix.size());
+      if (digits_end == std::string::npos) refuse_name(name);
+      const std::string_view digits(name.data() + kPrefix.size(), digits_end - kPrefix.size());
+      uint64_t layer = 0;
+      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), layer);
+      if (ec != std::errc() || end != digits.data() + digits.size() ||
+          (digits.size() > 1 && digits[0] == '0')) {
+        refuse_name(name);
+      }
       if (layer >= config_.n_layers) {
-        invalid("safetensors tensor '" + name + "' is in layer " + std::to_string(layer) +
+        invalid("safetensors tensor '" + name + "' is in layer " + std::string(digits) +
                 " but config.json 'num_hidden_layers' is " + std::to_string(config_.n_layers));
       }
-      const std::string rest = m[2].str();
+      const std::string rest = name.substr(digits_end + 1);
       size_t position = std::size(kLayerNames);
       for (size_t i = 0; i < std::size(kLayerNames); ++i) {
         if (rest == kLayerNames[i].hf) position = i;
       }
       if (position == std::size(kLayerNames)) refuse_name(name);
+      if (seen[layer][position]) {
+        invalid("safetensors tensor '" + name + "' is a second model.layers." +
+                std::to_string(layer) + "." + rest);
+      }
       seen[layer][position] = true;
       uint64_t heads = 0;
       if (permute_ &&
@@ -222,6 +238,15 @@ void check_rope(const ModelConfig& c) {
   if (!is_supported_rope_scaling(c.rope_scaling_type)) {
     unsupported("config.json: RoPE scaling '" + c.rope_scaling_type + "' is not converted");
   }
+  // Frequencies that the forward pass would refuse, or that are not numbers, refuse the model
+  // now rather than when the converted file is loaded.
+  for (bool scaled : {false, true}) {
+    for (double f : rope_frequencies(c, c.rope_freq_base, scaled).inv_freq) {
+      if (!(std::isfinite(f) && f > 0.0)) {
+        invalid("config.json: the RoPE parameters give a frequency that is not a positive number");
+      }
+    }
+  }
   if (c.rope_scaling_type == "yarn") {
     if (c.rope_yarn_attention_factor || c.rope_yarn_mscale != 0.0 ||
         c.rope_yarn_mscale_all_dim != 0.0 || !c.rope_yarn_truncate) {
@@ -255,12 +280,6 @@ void add_metadata(const gguf::HfModelDir& dir, const ModelConfig& c, GgmlType fi
   w.set_u32(key("rope.dimension_count"), static_cast<uint32_t>(c.head_dim_k));
   w.set_f32(key("rope.freq_base"), static_cast<float>(c.rope_freq_base));
   w.set_f32(key("attention.layer_norm_rms_epsilon"), static_cast<float>(c.rms_norm_eps));
-  if (c.sliding_window > 0) {
-    if (!std::all_of(c.is_sliding.begin(), c.is_sliding.end(), [](bool s) { return s; })) {
-      unsupported("config.json: sliding-window attention on some layers only is not converted");
-    }
-    w.set_u32(key("attention.sliding_window"), static_cast<uint32_t>(c.sliding_window));
-  }
   if (c.rope_scaling_type == "linear" || c.rope_scaling_type == "yarn") {
     w.set_string(key("rope.scaling.type"), c.rope_scaling_type);
     w.set_f32(key("rope.scaling.factor"), static_cast<float>(c.rope_scaling_factor));
@@ -271,6 +290,27 @@ void add_metadata(const gguf::HfModelDir& dir, const ModelConfig& c, GgmlType fi
     w.set_f32(key("rope.scaling.yarn_beta_fast"), static_cast<float>(c.rope_yarn_beta_fast));
     w.set_f32(key("rope.scaling.yarn_beta_slow"), static_cast<float>(c.rope_yarn_beta_slow));
   }
+}
+
+// The hyper-parameters GGUF stores as u32 (and the products the shape checks form) must fit.
+void check_fits_u32(const ModelConfig& c) {
+  constexpr uint64_t kMax = UINT32_MAX;
+  auto fits = [&](const char* what, uint64_t v) {
+    if (v > kMax) {
+      invalid("config.json: " + std::string(what) + " = " + std::to_string(v) +
+              " does not fit GGUF's 32-bit key");
+    }
+  };
+  fits("num_hidden_layers", c.n_layers);
+  fits("hidden_size", c.n_embd);
+  fits("intermediate_size", c.n_ff);
+  fits("num_attention_heads", c.n_heads);
+  fits("head_dim", c.head_dim_k);
+  fits("max_position_embeddings", c.n_ctx_train);
+  fits("vocab_size", c.n_vocab);
+  fits("original_max_position_embeddings", c.rope_original_context);
+  fits("num_attention_heads x head_dim", c.n_heads * c.head_dim_k);  // both < 2^32: no wrap
+  for (uint64_t kv : c.n_kv_heads) fits("num_key_value_heads", kv);
 }
 
 // Llama 3 scaling as llama.cpp stores it: pair i's frequency divided by divisors[i].
@@ -302,7 +342,6 @@ HfConversionReport add_hf_model(const gguf::HfModelDir& dir, gguf::GgufWriter& w
   if (!c.unsupported.empty()) {
     unsupported("config.json asks for what the forward pass does not run: " + c.unsupported[0]);
   }
-  check_rope(c);
   // The vocabulary size: config.json's, else the embedding's rows.
   if (c.n_vocab == 0) {
     if (const SafetensorsTensor* e = dir.weights().find_tensor("model.embed_tokens.weight");
@@ -310,6 +349,17 @@ HfConversionReport add_hf_model(const gguf::HfModelDir& dir, gguf::GgufWriter& w
       c.n_vocab = e->shape[0];
     }
   }
+  if (c.n_vocab == 0) invalid("config.json lacks 'vocab_size' and there is no embedding to count");
+  check_fits_u32(c);
+  // The GGUF key of a sliding window tells only Gemma 3's layer pattern to our reader (and
+  // llama.cpp ignores it for these architectures): running every layer in full would be wrong.
+  if (c.sliding_window > 0) {
+    unsupported(
+        "config.json: sliding-window attention ('use_sliding_window') is not converted "
+        "for " +
+        c.architecture);
+  }
+  check_rope(c);
   if (c.n_ff == 0) invalid("config.json lacks 'intermediate_size'");
 
   // As ModelConfig::from_hf reads it (transformers' Llama and Qwen configs default to untied).

@@ -218,7 +218,15 @@ std::vector<std::string> read_merges(const json& tokenizer) {
       merges.push_back(text);
     } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
                merge[1].is_string()) {
-      merges.push_back(merge[0].get<std::string>() + " " + merge[1].get<std::string>());
+      const std::string& left = merge[0].get_ref<const std::string&>();
+      const std::string& right = merge[1].get_ref<const std::string&>();
+      // GGUF spells a merge "left right": a token with a space in it would read back wrong.
+      if (left.find(' ') != std::string::npos || right.find(' ') != std::string::npos) {
+        fail(Error::Kind::kUnsupported,
+             "merge " + merge.dump().substr(0, 80) +
+                 " has a space in a token, which GGUF's \"left right\" merges cannot hold");
+      }
+      merges.push_back(left + " " + right);
     } else {
       fail(Error::Kind::kInvalidFile, "merge " + merge.dump().substr(0, 80) + " is not a pair");
     }
@@ -306,11 +314,15 @@ std::string read_chat_template(const gguf::HfModelDir& dir) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(file, ec)) return {};
   constexpr uint64_t kMaxTemplateBytes = uint64_t{1} << 20;
-  if (std::filesystem::file_size(file, ec) > kMaxTemplateBytes) {
+  const uint64_t size = std::filesystem::file_size(file, ec);
+  if (ec) throw Error(Error::Kind::kIo, file.string() + ": " + ec.message());
+  if (size > kMaxTemplateBytes) {
     throw Error(Error::Kind::kInvalidFile, file.string() + " is larger than 1 MiB");
   }
   std::ifstream in(file, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in && !in.eof()) throw Error(Error::Kind::kIo, "cannot read " + file.string());
+  return text;
 }
 
 }  // namespace

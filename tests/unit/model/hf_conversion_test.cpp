@@ -282,6 +282,52 @@ TEST(HfConversionRefusal, NamesWhatItCannotConvert) {
   }
 }
 
+TEST(HfConversionRefusal, HostileNumbersAndNames) {
+  for (const char* bad_name : {"model.layers.00.input_layernorm.weight",
+                               "model.layers.99999999999999999999.input_layernorm.weight",
+                               "model.layers.x.input_layernorm.weight"}) {
+    SCOPED_TRACE(bad_name);
+    EditedCase c("qwen3");
+    c.replace("model.safetensors", rewritten_weights("qwen3", [&](std::string& name, auto&, auto&) {
+                if (name == "model.layers.0.input_layernorm.weight") name = bad_name;
+              }));
+    EXPECT_NE(refusal(c.path(), Error::Kind::kUnsupported).find("has no GGUF name"),
+              std::string::npos);
+  }
+  {
+    EditedCase c("qwen3");
+    json config = c.config();
+    config["max_position_embeddings"] = 4294967296ULL;
+    c.set_config(config);
+    EXPECT_NE(refusal(c.path(), Error::Kind::kInvalidFile)
+                  .find("max_position_embeddings = 4294967296 does not fit GGUF's 32-bit key"),
+              std::string::npos);
+  }
+  {
+    EditedCase c("qwen2-yarn");
+    json config = c.config();
+    config["use_sliding_window"] = true;
+    config["sliding_window"] = 16;
+    c.set_config(config);
+    EXPECT_NE(refusal(c.path(), Error::Kind::kUnsupported).find("sliding-window"),
+              std::string::npos);
+  }
+  {
+    // Llama 3 scaling whose two factors meet: no usable frequencies, refused before any tensor.
+    EditedCase c("llama-llama3");
+    json config = c.config();
+    const char* key = config.contains("rope_parameters") ? "rope_parameters" : "rope_scaling";
+    config[key]["high_freq_factor"] = config[key]["low_freq_factor"];
+    c.set_config(config);
+    try {
+      convert(c.path());
+      ADD_FAILURE() << "not refused";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("RoPE"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(HfConversionRefusal, UntiedWithoutOutputMatrixIsRefusedTiedDropsIt) {
   EditedCase c("qwen3");
   c.replace("model.safetensors", rewritten_weights("qwen3", [](std::string& name, auto&, auto&) {

@@ -274,6 +274,13 @@ TEST(HfVocab, RefusesWhatItCannotConvert) {
   }
   {
     json t = tokenizer_json("byte_level_qwen2");
+    t["model"]["merges"][0] = json::array({"a b", "c"});
+    EXPECT_NE(refusal(HfDir("byte_level_qwen2", &t), Error::Kind::kUnsupported)
+                  .find("has a space in a token"),
+              std::string::npos);
+  }
+  {
+    json t = tokenizer_json("byte_level_qwen2");
     t["added_tokens"][0]["id"] = 5;  // "<|endoftext|>" onto the byte token "ą"
     EXPECT_NE(
         refusal(HfDir("byte_level_qwen2", &t), Error::Kind::kInvalidFile).find("is given to both"),

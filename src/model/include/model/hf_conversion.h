@@ -15,8 +15,10 @@
 // Architectures: llama (and mistral), qwen2, qwen3. Everything else is refused before a tensor is
 // added, with llms::Error naming the file and what is wrong: another model_type or a feature the
 // forward pass does not run (kUnsupported), a tensor that maps to no GGUF name, a tensor of a
-// dtype other than F32/F16/BF16, a layer missing one of its weights, a declared-untied model
-// without lm_head.weight, or a shape that does not fit config.json (kInvalidFile / kUnsupported).
+// dtype other than F32/F16/BF16, a layer missing one of its weights or holding one twice, a
+// declared-untied model without lm_head.weight, a shape that does not fit config.json, a
+// hyper-parameter over GGUF's 32-bit keys, RoPE parameters that give no usable frequencies, or a
+// sliding window (which GGUF's llama/qwen keys cannot carry) (kInvalidFile / kUnsupported).
 #pragma once
 
 #include <cstdint>
