@@ -31,6 +31,7 @@
 #include "grouped_hessians.h"
 #include "hf_input.h"
 #include "model_registry.h"
+#include "quantize/awq.h"
 #include "quantize/hessian.h"
 #include "quantize/model_quantizer.h"
 #include "quantize/quantize_plan.h"
@@ -71,8 +72,9 @@ struct QuantizeCommandOptions {
 std::string check_method(const QuantizeCommandOptions& o) {
   std::string method = o.method;
   if (method.empty()) method = o.imatrix.empty() ? "rtn" : "imatrix";
-  if (method != "rtn" && method != "imatrix" && method != "gptq" && method != "smoothquant") {
-    refuse("--method: '" + o.method + "' is not one of rtn, imatrix, gptq, smoothquant");
+  if (method != "rtn" && method != "imatrix" && method != "gptq" && method != "smoothquant" &&
+      method != "awq") {
+    refuse("--method: '" + o.method + "' is not one of rtn, imatrix, gptq, smoothquant, awq");
   }
   if (method == "imatrix" && o.imatrix.empty()) refuse("--method imatrix needs --imatrix FILE");
   if (method != "imatrix" && !o.imatrix.empty()) {
@@ -86,12 +88,19 @@ std::string check_method(const QuantizeCommandOptions& o) {
         "--method smoothquant needs --calibration TEXT (the text its activation ranges are "
         "gathered from)");
   }
-  if (method != "gptq" && method != "smoothquant" && !o.calibration.empty()) {
-    refuse("--calibration goes with --method gptq or smoothquant, not " + method);
+  if (method == "awq" && o.calibration.empty()) {
+    refuse(
+        "--method awq needs --calibration TEXT (the text its activation statistics are "
+        "gathered from)");
   }
-  if (method != "gptq" && (o.dampening_given || !o.hessian_memory.empty())) {
-    refuse(std::string(o.dampening_given ? "--dampening" : "--hessian-memory") +
-           " goes with --method gptq, not " + method);
+  if (method != "gptq" && method != "smoothquant" && method != "awq" && !o.calibration.empty()) {
+    refuse("--calibration goes with --method gptq, smoothquant or awq, not " + method);
+  }
+  if (method != "gptq" && o.dampening_given) {
+    refuse("--dampening goes with --method gptq, not " + method);
+  }
+  if (method != "gptq" && method != "awq" && !o.hessian_memory.empty()) {
+    refuse("--hessian-memory goes with --method gptq or awq, not " + method);
   }
   if (method != "smoothquant" && o.alpha_given) {
     refuse("--alpha goes with --method smoothquant, not " + method);
@@ -156,6 +165,53 @@ quantize::SmoothingPlan plan_smoothing(const QuantizeCommandOptions& o,
   return plan;
 }
 
+// Gathers each layer's Hessians (a group of layers at a time under --hessian-memory) and searches
+// its AWQ scales (quantize/awq.h).
+quantize::AwqPlan plan_awq(const QuantizeCommandOptions& o,
+                           const quantize::QuantizeOptions& options) {
+  const gguf::GgufFile file = gguf::GgufFile::open(options.input);
+  const quantize::QuantizePlan plan = quantize::QuantizePlan::for_file(options.target, file);
+  std::vector<quantize::GptqTensor> tensors = quantize::awq_tensors(file);
+  if (tensors.empty()) {
+    refuse("awq: no layer of " + options.input.string() + " has a q, gate or down matrix");
+  }
+  GroupedHessians hessians(options.input, calibration_options(o, options, "awq"), tensors,
+                           hessian_budget(o));
+  ThreadPool pool(options.n_threads);
+  quantize::AwqOptions awq_options;
+  awq_options.pool = &pool;
+  quantize::AwqPlan awq;
+  std::vector<int64_t> layers;
+  for (const quantize::GptqTensor& t : tensors) {
+    if (layers.empty() || layers.back() != t.layer) layers.push_back(t.layer);
+  }
+  auto lookup = [&](const std::string& weight) -> const quantize::HessianSet::Entry* {
+    for (const quantize::GptqTensor& t : tensors) {
+      if (t.name == weight) return hessians.find(t);
+    }
+    return nullptr;
+  };
+  for (int64_t layer : layers) {
+    const size_t first = awq.groups.size();
+    quantize::plan_awq_layer(file, plan, layer, lookup, awq_options, awq);
+    std::string line = fmt::format("[awq] layer {}:", layer);
+    for (size_t g = first; g < awq.groups.size(); ++g) {
+      const quantize::AwqGroup& group = awq.groups[g];
+      // "blk.N.attn_norm.weight" -> "attn_norm"
+      std::string producer = group.producer.substr(group.producer.find('.', 4) + 1);
+      producer = producer.substr(0, producer.find('.'));
+      line += fmt::format(" {} alpha {:.2f} (loss x{:.3f})", producer, group.alpha,
+                          group.loss_rtn > 0 ? group.loss / group.loss_rtn : 1.0);
+    }
+    fmt::print(stderr, "{}\n", line);
+  }
+  size_t scaled = 0;
+  for (const quantize::AwqGroup& g : awq.groups) scaled += g.alpha > 0;
+  fmt::print(stderr, "[awq] {} of {} groups scaled, {} tensors rescaled\n", scaled,
+             awq.groups.size(), awq.rescales.size());
+  return awq;
+}
+
 GroupedHessians plan_hessians(const QuantizeCommandOptions& o,
                               const quantize::QuantizeOptions& options) {
   const CalibrationOptions calibration = calibration_options(o, options, "gptq");
@@ -196,8 +252,9 @@ int run_quantize(const QuantizeCommandOptions& o) {
   options.overwrite = o.force;
   options.n_threads = o.threads > 0 ? o.threads : physical_core_count();
   options.gptq_dampening = o.dampening;
-  options.on_tensor = [](const quantize::TensorProgress& p) {
-    const char* how = p.rescaled       ? " (smoothed)"
+  const char* rescaled = method == "awq" ? " (awq-scaled)" : " (smoothed)";
+  options.on_tensor = [rescaled](const quantize::TensorProgress& p) {
+    const char* how = p.rescaled       ? rescaled
                       : p.from == p.to ? " (copied)"
                       : p.uses_imatrix ? " (imatrix)"
                       : p.uses_gptq    ? " (gptq)"
@@ -210,6 +267,12 @@ int run_quantize(const QuantizeCommandOptions& o) {
     quantize::check_quantize_inputs(options);  // before minutes of calibration
     hessians.emplace(plan_hessians(o, options));
     options.hessians = [&hessians](const quantize::GptqTensor& t) { return hessians->find(t); };
+  }
+  quantize::AwqPlan awq;
+  if (method == "awq") {
+    quantize::check_quantize_inputs(options);  // before the calibration runs
+    awq = plan_awq(o, options);
+    options.rescales = &awq.rescales;
   }
   quantize::SmoothingPlan smoothing;
   if (method == "smoothquant") {
@@ -260,16 +323,16 @@ void add_quantize_command(CLI::App& app, int& exit_code) {
                   "Importance matrix (from `llmserve imatrix` or llama-imatrix's GGUF): tensors "
                   "with an entry are quantized to minimise the error it weights");
   cmd->add_option("--method", opts->method,
-                  "rtn, imatrix (with --imatrix; the default when it is given), gptq or "
-                  "smoothquant (with --calibration)");
+                  "rtn, imatrix (with --imatrix; the default when it is given), gptq, "
+                  "smoothquant or awq (with --calibration)");
   cmd->add_option("--calibration", opts->calibration,
-                  "GPTQ, smoothquant: UTF-8 text that IN runs over to gather each layer's "
+                  "GPTQ, smoothquant, awq: UTF-8 text that IN runs over to gather each layer's "
                   "Hessian or activation ranges");
-  cmd->add_option("--ctx", opts->ctx, "GPTQ, smoothquant: tokens per calibration chunk")
+  cmd->add_option("--ctx", opts->ctx, "GPTQ, smoothquant, awq: tokens per calibration chunk")
       ->capture_default_str();
   CLI::Option* chunks =
       cmd->add_option("--chunks", opts->chunks,
-                      "GPTQ, smoothquant: calibration chunks (default: every whole chunk)");
+                      "GPTQ, smoothquant, awq: calibration chunks (default: every whole chunk)");
   CLI::Option* dampening =
       cmd->add_option("--dampening", opts->dampening,
                       "GPTQ: fraction of the Hessian's mean diagonal added to it")
@@ -279,10 +342,11 @@ void add_quantize_command(CLI::App& app, int& exit_code) {
              "--alpha", opts->alpha,
              "smoothquant: how much of the activations' range moves into the weights (0-1)")
           ->capture_default_str();
-  cmd->add_option("--hessian-memory", opts->hessian_memory,
-                  "GPTQ: most memory the Hessians may take at once, e.g. 4GiB (default: half of "
-                  "the available memory); over it, one calibration run per group of layers that "
-                  "fits");
+  cmd->add_option(
+      "--hessian-memory", opts->hessian_memory,
+      "GPTQ, awq: most memory the Hessians may take at once, e.g. 4GiB (default: half of "
+      "the available memory); over it, one calibration run per group of layers that "
+      "fits");
   cmd->add_flag("--force", opts->force, "Replace OUT when it exists");
   add_threads_option(*cmd, opts->threads);
   cmd->add_option("--cache-dir", opts->cache_dir, "Cache root for registered models");

@@ -1,0 +1,202 @@
+// quantize/awq on tiny models: the searched loss is the output error over the calibration rows
+// (recomputed here from the rows themselves, not from the Hessian), the chosen factor never loses
+// to round-to-nearest on it, the scaled model computes the same function before quantization,
+// and the refusals.
+#include "quantize/awq.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "model/cpu_runner.h"
+#include "model/tiny_model.h"
+#include "quant/quant.h"
+#include "quantize/hessian.h"
+#include "quantize/model_quantizer.h"
+#include "quantize/quantize_plan.h"
+#include "quantize_fixtures.h"
+#include "temp_dir.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace llms::quantize {
+namespace {
+
+namespace fs = std::filesystem;
+using fixtures::k_friendly_spec;
+using fixtures::options_for;
+using fixtures::tokens;
+using fixtures::values_of;
+
+class AwqTest : public ::testing::Test {
+ protected:
+  void SetUp() override { write_model("qwen2"); }
+
+  // Writes a 2-layer model and gathers its Hessians (and layer 0's ffn_down input rows).
+  void write_model(const std::string& architecture) {
+    in_ = dir_.path() / (architecture + ".gguf");
+    model::TinyModelSpec spec = k_friendly_spec(2);
+    spec.architecture = architecture;
+    model::write_tiny_model(spec, in_);
+    HessianCollector collector;
+    down_rows_.clear();
+    fixtures::observe_chunks(in_, 4, 48, [&](const model::MatmulInput& in) {
+      collector.add(in.weight, in.data, in.n_rows, in.n_columns);
+      if (in.weight == "blk.0.ffn_down.weight" && in.n_rows >= HessianCollector::kMinRows) {
+        down_width_ = in.n_columns;
+        down_rows_.insert(down_rows_.end(), in.data, in.data + in.n_rows * in.n_columns);
+      }
+    });
+    hessians_ = collector.take();
+  }
+
+  AwqPlan plan(QuantizeTarget target, int grid = 20) {
+    const gguf::GgufFile file = gguf::GgufFile::open(in_);
+    const QuantizePlan quantize_plan = QuantizePlan::for_file(target, file);
+    AwqOptions options;
+    options.grid = grid;
+    options.pool = &pool_;
+    AwqPlan out;
+    for (int64_t layer = 0; layer < 2; ++layer) {
+      plan_awq_layer(
+          file, quantize_plan, layer,
+          [&](const std::string& weight) { return hessians_.find(weight); }, options, out);
+    }
+    return out;
+  }
+
+  testing::TempDir dir_;
+  fs::path in_;
+  HessianSet hessians_;
+  std::vector<float> down_rows_;
+  int64_t down_width_ = 0;
+  ThreadPool pool_{2};
+};
+
+// Sum over rows r of W and calibration rows x of ((w^_r - w_r) . x)^2, w^ = Q(w * s) / s.
+double direct_output_error(const std::vector<float>& w, int64_t rows, int64_t n,
+                           gguf::GgmlType type, const std::vector<float>& s,
+                           const std::vector<float>& x_rows) {
+  const int64_t n_x = static_cast<int64_t>(x_rows.size()) / n;
+  std::vector<float> scaled(static_cast<size_t>(n)), decoded(static_cast<size_t>(n));
+  std::vector<uint8_t> codes(quant::quantized_row_bytes(type, n));
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < n; ++j) scaled[j] = w[r * n + j] * s[j];
+    quant::quantize_row(type, scaled.data(), codes.data(), n);
+    quant::dequantize_row(type, codes.data(), decoded.data(), n);
+    for (int64_t i = 0; i < n_x; ++i) {
+      double dot = 0.0;
+      for (int64_t j = 0; j < n; ++j) {
+        dot += (double(decoded[j]) / s[j] - w[r * n + j]) * x_rows[i * n + j];
+      }
+      total += dot * dot;
+    }
+  }
+  return total;
+}
+
+TEST_F(AwqTest, LossIsTheOutputErrorOverTheCalibrationRows) {
+  const AwqPlan awq = plan(QuantizeTarget::kQ4_K);
+  ASSERT_EQ(awq.groups.size(), 6u);  // 2 layers x (attention norm, feed-forward norm, up/down)
+  // Layer 0's up/down group: down has 256 rows, all of them in the loss (at most kLossRows).
+  const AwqGroup& g = awq.groups[2];
+  ASSERT_EQ(g.producer, "blk.0.ffn_up.weight");
+  const gguf::GgufFile file = gguf::GgufFile::open(in_);
+  const gguf::TensorInfo& down = *file.find_tensor("blk.0.ffn_down.weight");
+  const int64_t n = static_cast<int64_t>(down.ne[0]);
+  const int64_t rows = static_cast<int64_t>(down.n_elements) / n;
+  ASSERT_EQ(n, down_width_);
+  ASSERT_LE(rows, AwqOptions::kLossRows);
+  const std::vector<float> w = values_of(file, down);
+  const std::vector<float> ones(static_cast<size_t>(n), 1.0f);
+  const double rtn = direct_output_error(w, rows, n, gguf::GgmlType::kQ4_K, ones, down_rows_);
+  EXPECT_NEAR(g.loss_rtn, rtn, 1e-3 * rtn);
+  if (g.alpha > 0) {
+    const std::vector<float>& s = awq.rescales.at("blk.0.ffn_down.weight").column;
+    const double scaled = direct_output_error(w, rows, n, gguf::GgmlType::kQ4_K, s, down_rows_);
+    EXPECT_NEAR(g.loss, scaled, 1e-3 * scaled);
+    EXPECT_LT(scaled, rtn);
+  }
+}
+
+TEST_F(AwqTest, NeverLosesToRoundToNearestAndScalesSomeGroups) {
+  for (QuantizeTarget target : {QuantizeTarget::kQ4_0, QuantizeTarget::kQ4_K_M}) {
+    const AwqPlan awq = plan(target);
+    int scaled = 0;
+    for (const AwqGroup& g : awq.groups) {
+      SCOPED_TRACE(g.producer);
+      EXPECT_LE(g.loss, g.loss_rtn);
+      EXPECT_GE(g.alpha, 0.0);
+      EXPECT_LT(g.alpha, 1.0);
+      scaled += g.alpha > 0;
+      // A scaled group's producer carries the inverse factors; an unscaled one has none.
+      EXPECT_EQ(awq.rescales.contains(g.producer), g.alpha > 0);
+    }
+    EXPECT_GT(scaled, 0);
+  }
+}
+
+TEST_F(AwqTest, OneGridPointIsRoundToNearest) {
+  const AwqPlan awq = plan(QuantizeTarget::kQ4_0, 1);
+  EXPECT_EQ(awq.groups.size(), 6u);
+  EXPECT_TRUE(awq.rescales.empty());
+  EXPECT_THROW(plan(QuantizeTarget::kQ4_0, 0), Error);
+}
+
+std::vector<float> last_logits(const fs::path& model_path) {
+  const gguf::GgufFile file = gguf::GgufFile::open(model_path);
+  model::CpuRunner runner(file, std::make_shared<ThreadPool>(2));
+  runner.allocate_kv(16, 4, kv::KvCacheType::kF32, runner.config().single_kv_layout());
+  const std::vector<kv::BlockId> table = {0, 1, 2, 3};
+  kv::StepBatch batch;
+  batch.add_sequence(0, tokens(40, 11), 0, table, 1);
+  const model::LogitsView logits = runner.execute(batch);
+  const std::span<const float> row = logits.row(0);
+  return std::vector<float>(row.begin(), row.end());
+}
+
+// The factors searched for Q4_0, applied in F32: the same function, with the weights moved.
+TEST_F(AwqTest, ScaledModelComputesTheSameLogits) {
+  for (const char* architecture : {"qwen2", "llama", "qwen3", "gemma3"}) {
+    SCOPED_TRACE(architecture);
+    write_model(architecture);
+    const AwqPlan awq = plan(QuantizeTarget::kQ4_0);
+    ASSERT_FALSE(awq.rescales.empty());
+    const fs::path out = dir_.path() / (std::string(architecture) + "-awq.gguf");
+    QuantizeOptions o = options_for(in_, out, QuantizeTarget::kF32);
+    o.rescales = &awq.rescales;
+    quantize_model(o);
+    const std::vector<float> before = last_logits(in_);
+    const std::vector<float> after = last_logits(out);
+    ASSERT_EQ(before.size(), after.size());
+    double err = 0.0;
+    double norm2 = 0.0;
+    for (size_t i = 0; i < before.size(); ++i) {
+      err += (double(after[i]) - before[i]) * (double(after[i]) - before[i]);
+      norm2 += double(before[i]) * before[i];
+    }
+    EXPECT_LT(std::sqrt(err / norm2), 1e-4);
+  }
+}
+
+TEST_F(AwqTest, TensorsAreEachLayersGroupInputsInLayerOrder) {
+  const gguf::GgufFile file = gguf::GgufFile::open(in_);
+  const std::vector<GptqTensor> tensors = awq_tensors(file);
+  ASSERT_EQ(tensors.size(), 6u);
+  const char* names[] = {"blk.0.attn_q.weight", "blk.0.ffn_gate.weight", "blk.0.ffn_down.weight",
+                         "blk.1.attn_q.weight", "blk.1.ffn_gate.weight", "blk.1.ffn_down.weight"};
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    EXPECT_EQ(tensors[i].name, names[i]);
+    EXPECT_EQ(tensors[i].layer, static_cast<int64_t>(i / 3));
+    EXPECT_EQ(tensors[i].n_columns, i % 3 == 2 ? 512 : 256);
+  }
+}
+
+}  // namespace
+}  // namespace llms::quantize
