@@ -68,20 +68,27 @@ struct QuantizeCommandOptions {
   throw Error(Error::Kind::kInvalidArgument, message);
 }
 
+bool gathers_hessians(const std::string& method) {
+  return method == "gptq" || method == "awq" || method == "awq-gptq";
+}
+
 // The method, with the flags that belong to another one refused.
 std::string check_method(const QuantizeCommandOptions& o) {
   std::string method = o.method;
   if (method.empty()) method = o.imatrix.empty() ? "rtn" : "imatrix";
   if (method != "rtn" && method != "imatrix" && method != "gptq" && method != "smoothquant" &&
-      method != "awq") {
-    refuse("--method: '" + o.method + "' is not one of rtn, imatrix, gptq, smoothquant, awq");
+      method != "awq" && method != "awq-gptq") {
+    refuse("--method: '" + o.method +
+           "' is not one of rtn, imatrix, gptq, smoothquant, awq, awq-gptq");
   }
+
   if (method == "imatrix" && o.imatrix.empty()) refuse("--method imatrix needs --imatrix FILE");
   if (method != "imatrix" && !o.imatrix.empty()) {
     refuse("--imatrix goes with --method imatrix, not " + method);
   }
-  if (method == "gptq" && o.calibration.empty()) {
-    refuse("--method gptq needs --calibration TEXT (the text its Hessians are gathered from)");
+  if ((method == "gptq" || method == "awq-gptq") && o.calibration.empty()) {
+    refuse("--method " + method +
+           " needs --calibration TEXT (the text its Hessians are gathered from)");
   }
   if (method == "smoothquant" && o.calibration.empty()) {
     refuse(
@@ -93,14 +100,14 @@ std::string check_method(const QuantizeCommandOptions& o) {
         "--method awq needs --calibration TEXT (the text its activation statistics are "
         "gathered from)");
   }
-  if (method != "gptq" && method != "smoothquant" && method != "awq" && !o.calibration.empty()) {
-    refuse("--calibration goes with --method gptq, smoothquant or awq, not " + method);
+  if (!gathers_hessians(method) && method != "smoothquant" && !o.calibration.empty()) {
+    refuse("--calibration goes with --method gptq, smoothquant, awq or awq-gptq, not " + method);
   }
-  if (method != "gptq" && o.dampening_given) {
-    refuse("--dampening goes with --method gptq, not " + method);
+  if (method != "gptq" && method != "awq-gptq" && o.dampening_given) {
+    refuse("--dampening goes with --method gptq or awq-gptq, not " + method);
   }
-  if (method != "gptq" && method != "awq" && !o.hessian_memory.empty()) {
-    refuse("--hessian-memory goes with --method gptq or awq, not " + method);
+  if (!gathers_hessians(method) && !o.hessian_memory.empty()) {
+    refuse("--hessian-memory goes with --method gptq, awq or awq-gptq, not " + method);
   }
   if (method != "smoothquant" && o.alpha_given) {
     refuse("--alpha goes with --method smoothquant, not " + method);
@@ -165,18 +172,15 @@ quantize::SmoothingPlan plan_smoothing(const QuantizeCommandOptions& o,
   return plan;
 }
 
-// Gathers each layer's Hessians (a group of layers at a time under --hessian-memory) and searches
-// its AWQ scales (quantize/awq.h).
-quantize::AwqPlan plan_awq(const QuantizeCommandOptions& o,
-                           const quantize::QuantizeOptions& options) {
+// Searches each layer's AWQ scales (quantize/awq.h) from `hessians`, which gathers them a group of
+// layers at a time (under --hessian-memory) as it is asked, in layer order.
+quantize::AwqPlan plan_awq(const quantize::QuantizeOptions& options, GroupedHessians& hessians) {
   const gguf::GgufFile file = gguf::GgufFile::open(options.input);
   const quantize::QuantizePlan plan = quantize::QuantizePlan::for_file(options.target, file);
-  std::vector<quantize::GptqTensor> tensors = quantize::awq_tensors(file);
+  const std::vector<quantize::GptqTensor> tensors = quantize::awq_tensors(file);
   if (tensors.empty()) {
     refuse("awq: no layer of " + options.input.string() + " has a q, gate or down matrix");
   }
-  GroupedHessians hessians(options.input, calibration_options(o, options, "awq"), tensors,
-                           hessian_budget(o));
   ThreadPool pool(options.n_threads);
   quantize::AwqOptions awq_options;
   awq_options.pool = &pool;
@@ -212,11 +216,11 @@ quantize::AwqPlan plan_awq(const QuantizeCommandOptions& o,
   return awq;
 }
 
+// The Hessians of `tensors` (those GPTQ quantizes, or those AWQ searches with), gathered on demand.
 GroupedHessians plan_hessians(const QuantizeCommandOptions& o,
-                              const quantize::QuantizeOptions& options) {
-  const CalibrationOptions calibration = calibration_options(o, options, "gptq");
-  // No tensor for GPTQ (e.g. an F16 target): no group, and quantize_model refuses.
-  std::vector<quantize::GptqTensor> tensors = quantize::gptq_tensors(options);
+                              const quantize::QuantizeOptions& options, const std::string& tag,
+                              std::vector<quantize::GptqTensor> tensors) {
+  const CalibrationOptions calibration = calibration_options(o, options, tag);
   const uint64_t budget = hessian_budget(o);
   GroupedHessians hessians(options.input, calibration, std::move(tensors), budget);
   const size_t n_groups = hessians.groups().size();
@@ -224,9 +228,9 @@ GroupedHessians plan_hessians(const QuantizeCommandOptions& o,
   for (const quantize::LayerGroup& g : hessians.groups()) total += g.hessian_bytes;
   if (n_groups > 1) {
     fmt::print(stderr,
-               "[gptq] Hessians take {} in all, over the budget of {}: {} calibration runs, one "
+               "[{}] Hessians take {} in all, over the budget of {}: {} calibration runs, one "
                "per group of layers\n",
-               format_bytes(total), format_bytes(budget), n_groups);
+               tag, format_bytes(total), format_bytes(budget), n_groups);
   }
   return hessians;
 }
@@ -252,27 +256,35 @@ int run_quantize(const QuantizeCommandOptions& o) {
   options.overwrite = o.force;
   options.n_threads = o.threads > 0 ? o.threads : physical_core_count();
   options.gptq_dampening = o.dampening;
-  const char* rescaled = method == "awq" ? " (awq-scaled)" : " (smoothed)";
+  const std::string rescaled = method == "smoothquant" ? "smoothed" : "awq-scaled";
   options.on_tensor = [rescaled](const quantize::TensorProgress& p) {
-    const char* how = p.rescaled       ? rescaled
-                      : p.from == p.to ? " (copied)"
-                      : p.uses_imatrix ? " (imatrix)"
-                      : p.uses_gptq    ? " (gptq)"
-                                       : "";
+    const std::string how = p.rescaled && p.uses_gptq ? " (" + rescaled + ", gptq)"
+                            : p.rescaled              ? " (" + rescaled + ")"
+                            : p.from == p.to          ? " (copied)"
+                            : p.uses_imatrix          ? " (imatrix)"
+                            : p.uses_gptq             ? " (gptq)"
+                                                      : "";
     fmt::print(stderr, "[{:>4}/{}] {:<32} {:>5} -> {}{}\n", p.index + 1, p.n_tensors, p.name,
                gguf::ggml_type_name(p.from), gguf::ggml_type_name(p.to), how);
   };
   std::optional<GroupedHessians> hessians;
-  if (method == "gptq") {
-    quantize::check_quantize_inputs(options);  // before minutes of calibration
-    hessians.emplace(plan_hessians(o, options));
-    options.hessians = [&hessians](const quantize::GptqTensor& t) { return hessians->find(t); };
-  }
   quantize::AwqPlan awq;
-  if (method == "awq") {
-    quantize::check_quantize_inputs(options);  // before the calibration runs
-    awq = plan_awq(o, options);
-    options.rescales = &awq.rescales;
+  if (gathers_hessians(method)) {
+    quantize::check_quantize_inputs(options);  // before minutes of calibration
+    // GPTQ's tensors include those AWQ searches with (q, gate, down), so awq-gptq gathers one set
+    // (one calibration run when it fits the budget). No tensor for GPTQ (e.g. an F16 target): no
+    // group, and quantize_model refuses.
+    hessians.emplace(plan_hessians(o, options, method,
+                                   method == "awq"
+                                       ? quantize::awq_tensors(gguf::GgufFile::open(options.input))
+                                       : quantize::gptq_tensors(options)));
+    if (method != "gptq") {
+      awq = plan_awq(options, *hessians);
+      options.rescales = &awq.rescales;
+    }
+    if (method != "awq") {
+      options.hessians = [&hessians](const quantize::GptqTensor& t) { return hessians->find(t); };
+    }
   }
   quantize::SmoothingPlan smoothing;
   if (method == "smoothquant") {
@@ -287,7 +299,7 @@ int run_quantize(const QuantizeCommandOptions& o) {
       hf_input ? o.input : options.input.string(), options.output.string(),
       quantize::target_info(options.target).name, format_bytes(r.input_bytes),
       format_bytes(r.output_bytes), r.n_tensors, r.n_converted, r.n_copied, r.seconds);
-  if (hessians) {
+  if (options.hessians) {
     fmt::print(stderr,
                "gptq: {} of the {} converted tensors quantized by GPTQ ({} Hessians); the others "
                "round-to-nearest\n",
@@ -324,7 +336,8 @@ void add_quantize_command(CLI::App& app, int& exit_code) {
                   "with an entry are quantized to minimise the error it weights");
   cmd->add_option("--method", opts->method,
                   "rtn, imatrix (with --imatrix; the default when it is given), gptq, "
-                  "smoothquant or awq (with --calibration)");
+                  "smoothquant, awq or awq-gptq (GPTQ on AWQ-scaled weights) (with "
+                  "--calibration)");
   cmd->add_option("--calibration", opts->calibration,
                   "GPTQ, smoothquant, awq: UTF-8 text that IN runs over to gather each layer's "
                   "Hessian or activation ranges");

@@ -101,6 +101,7 @@ double group_loss(const SampledRows& rows, const std::vector<float>& s, const fl
   };
   if (pool != nullptr) {
     pool->parallel_for(rows.m, round_rows);
+    pool->rest();  // its workers would spin against BLAS's threads in the product below
   } else {
     round_rows(0, rows.m, 0);
   }

@@ -245,6 +245,8 @@ uint64_t planned_file_size(const gguf::GgufWriter& metadata_only,
 
 // Dequantizes the whole tensor, then GPTQ quantizes it: rows over the pool both times (the
 // factorization's matrix products have BLAS threads of their own).
+void rescale_row(const TensorRescale& rescale, uint64_t index, float* row, int64_t length);
+
 std::vector<uint8_t> convert_tensor_gptq(const TensorJob& job, const HessianSet::Entry& hessian,
                                          std::span<const uint8_t> input, ThreadPool& pool,
                                          double dampening) {
@@ -257,11 +259,30 @@ std::vector<uint8_t> convert_tensor_gptq(const TensorJob& job, const HessianSet:
     for (int64_t r = begin; r < end; ++r) {
       quant::dequantize_row(t.type, input.data() + static_cast<uint64_t>(r) * in_row_bytes,
                             weights.data() + r * row_length, row_length);
+      if (job.rescale)
+        rescale_row(*job.rescale, static_cast<uint64_t>(r), weights.data() + r * row_length,
+                    row_length);
     }
   });
   pool.rest();
+  // A rescaled tensor reads x / column (its producer was divided): its Hessian is
+  // diag(1/column) H diag(1/column). Row factors scale outputs, not inputs.
+  const float* h = hessian.h.data();
+  std::vector<float> rescaled_h;
+  if (job.rescale && !job.rescale->column.empty()) {
+    const std::vector<float>& c = job.rescale->column;
+    rescaled_h.resize(hessian.h.size());
+    for (int64_t i = 0; i < row_length; ++i) {
+      for (int64_t j = 0; j < row_length; ++j) {
+        rescaled_h[static_cast<size_t>(i * row_length + j)] =
+            hessian.h[static_cast<size_t>(i * row_length + j)] /
+            (c[static_cast<size_t>(i)] * c[static_cast<size_t>(j)]);
+      }
+    }
+    h = rescaled_h.data();
+  }
   std::vector<uint8_t> output(job.n_bytes);
-  gptq_quantize(job.type, weights.data(), n_rows, row_length, hessian.h.data(), output.data(),
+  gptq_quantize(job.type, weights.data(), n_rows, row_length, h, output.data(),
                 GptqOptions{dampening, pool.size(), &pool});
   return output;
 }
@@ -341,10 +362,10 @@ QuantizeReport quantize_model(const QuantizeOptions& options) {
   if (options.hessians && !options.imatrix.empty()) {
     refuse("quantize: GPTQ and an importance matrix do not combine; use one of them");
   }
-  if (options.rescales && (options.hessians || !options.imatrix.empty())) {
+  if (options.rescales && !options.imatrix.empty()) {
     refuse(
-        "quantize: smoothing combines with neither GPTQ nor an importance matrix (both were "
-        "gathered from the unsmoothed model)");
+        "quantize: rescaling does not combine with an importance matrix (gathered from the "
+        "unscaled model)");
   }
   const gguf::GgufFile input = gguf::GgufFile::open(options.input);
   const QuantizePlan plan = QuantizePlan::for_file(options.target, input);

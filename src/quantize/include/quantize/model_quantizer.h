@@ -20,10 +20,12 @@
 //     whose width is not its tensor's ne[0] is refused, and so are a target under which no tensor
 //     can be GPTQ-quantized (before the lookup is asked anything) and a lookup that gives no
 //     tensor an entry. Not together with `imatrix` (kInvalidArgument).
-//   - With `rescales` (quantize/smoothing.h), a tensor that has one is rescaled (each row after it
-//     is dequantized) before it is quantized, and is converted even when its type stays the same
-//     (a norm: F32 -> F32). Not together with `imatrix` or `hessians` (kInvalidArgument); a
-//     rescale whose lengths do not fit its tensor is refused.
+//   - With `rescales` (quantize/smoothing.h, quantize/awq.h), a tensor that has one is rescaled
+//     (each row after it is dequantized) before it is quantized, and is converted even when its
+//     type stays the same (a norm: F32 -> F32). With `hessians` too, a rescaled GPTQ tensor's
+//     Hessian (gathered from the unscaled model) becomes diag(1/column) H diag(1/column), since
+//     its input was divided by the column factors. Not together with `imatrix`
+//     (kInvalidArgument); a rescale whose lengths do not fit its tensor is refused.
 //   - Metadata: every key of the input (GgufWriter::copy_metadata, so not general.alignment: the
 //     output uses GGUF's default of 32), then general.file_type set to the target's LLAMA_FTYPE and
 //     general.quantization_version to 2 (the block layouts of llama.cpp since 2023).
