@@ -49,7 +49,9 @@ void GroupedHessians::gather(size_t group) {
   fmt::print(stderr, "[{}] Hessians: {} from {} chunks of {} tokens\n", calibration_.tag,
              format_bytes(collector.bytes()), n_chunks, calibration_.ctx);
   set_ = collector.take();
-  n_distinct_ += set_.n_distinct();
+  if (counted_.size() < groups_.size()) counted_.resize(groups_.size(), false);
+  if (!counted_[group]) n_distinct_ += set_.n_distinct();  // a group gathered again counts once
+  counted_[group] = true;
   current_ = group;
 }
 

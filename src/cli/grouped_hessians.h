@@ -28,7 +28,8 @@ class GroupedHessians {
 
   const std::vector<quantize::LayerGroup>& groups() const { return groups_; }
   // The Hessian of a tensor, gathering its group first when needed (quantize::HessianLookup; asked
-  // in layer order, each group is gathered once). nullptr for a tensor outside every group.
+  // in layer order, each group is gathered once; asked again from an earlier layer, as awq-gptq
+  // does, the groups are gathered again). nullptr for a tensor outside every group.
   const quantize::HessianSet::Entry* find(const quantize::GptqTensor& tensor);
   // Distinct matrices over every group gathered so far.
   size_t n_distinct() const { return n_distinct_; }
@@ -43,6 +44,7 @@ class GroupedHessians {
   size_t current_ = SIZE_MAX;  // the group in set_
   quantize::HessianSet set_;
   size_t n_distinct_ = 0;
+  std::vector<bool> counted_;  // groups whose matrices n_distinct_ includes
 };
 
 }  // namespace llms::cli

@@ -1,5 +1,5 @@
 // cli/quantize_command: `llmserve quantize IN OUT --type TYPE
-// [--method rtn|imatrix|gptq|smoothquant]
+// [--method rtn|imatrix|gptq|smoothquant|awq|awq-gptq]
 // [--imatrix FILE] [--calibration TEXT [--ctx N] [--chunks N] [--dampening F]
 // [--hessian-memory SIZE] [--alpha A]] [--force]
 // [-t THREADS]`.
@@ -18,6 +18,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -216,6 +217,27 @@ quantize::AwqPlan plan_awq(const quantize::QuantizeOptions& options, GroupedHess
   return awq;
 }
 
+// The tensors whose Hessians a method needs: GPTQ's, AWQ's (each layer's q, gate and down), or for
+// awq-gptq both (AWQ's may be copies or F16 under the target, which GPTQ does not list), by layer.
+std::vector<quantize::GptqTensor> hessian_tensors(const std::string& method,
+                                                  const quantize::QuantizeOptions& options) {
+  std::vector<quantize::GptqTensor> tensors;
+  if (method != "awq") tensors = quantize::gptq_tensors(options);
+  if (method != "gptq") {
+    for (quantize::GptqTensor& t : quantize::awq_tensors(gguf::GgufFile::open(options.input))) {
+      const bool listed =
+          std::any_of(tensors.begin(), tensors.end(),
+                      [&](const quantize::GptqTensor& u) { return u.name == t.name; });
+      if (!listed) tensors.push_back(std::move(t));
+    }
+    std::stable_sort(tensors.begin(), tensors.end(),
+                     [](const quantize::GptqTensor& a, const quantize::GptqTensor& b) {
+                       return a.layer < b.layer;
+                     });
+  }
+  return tensors;
+}
+
 // The Hessians of `tensors` (those GPTQ quantizes, or those AWQ searches with), gathered on demand.
 GroupedHessians plan_hessians(const QuantizeCommandOptions& o,
                               const quantize::QuantizeOptions& options, const std::string& tag,
@@ -227,10 +249,13 @@ GroupedHessians plan_hessians(const QuantizeCommandOptions& o,
   uint64_t total = 0;
   for (const quantize::LayerGroup& g : hessians.groups()) total += g.hessian_bytes;
   if (n_groups > 1) {
+    // awq-gptq asks for every group twice (AWQ's search, then GPTQ), each a calibration run.
+    const size_t n_runs = tag == "awq-gptq" ? 2 * n_groups : n_groups;
     fmt::print(stderr,
-               "[{}] Hessians take {} in all, over the budget of {}: {} calibration runs, one "
-               "per group of layers\n",
-               tag, format_bytes(total), format_bytes(budget), n_groups);
+               "[{}] Hessians take {} in all, over the budget of {}: {} calibration runs, {} per "
+               "group of layers\n",
+               tag, format_bytes(total), format_bytes(budget), n_runs,
+               tag == "awq-gptq" ? "two" : "one");
   }
   return hessians;
 }
@@ -274,14 +299,12 @@ int run_quantize(const QuantizeCommandOptions& o) {
     // GPTQ's tensors include those AWQ searches with (q, gate, down), so awq-gptq gathers one set
     // (one calibration run when it fits the budget). No tensor for GPTQ (e.g. an F16 target): no
     // group, and quantize_model refuses.
-    hessians.emplace(plan_hessians(o, options, method,
-                                   method == "awq"
-                                       ? quantize::awq_tensors(gguf::GgufFile::open(options.input))
-                                       : quantize::gptq_tensors(options)));
+    hessians.emplace(plan_hessians(o, options, method, hessian_tensors(method, options)));
     if (method != "gptq") {
       awq = plan_awq(options, *hessians);
       options.rescales = &awq.rescales;
     }
+    if (method == "awq") hessians.reset();  // not needed while quantizing
     if (method != "awq") {
       options.hessians = [&hessians](const quantize::GptqTensor& t) { return hessians->find(t); };
     }

@@ -60,14 +60,21 @@ SampledRows sample_rows(const gguf::GgufFile& file, const QuantizePlan& plan,
   return s;
 }
 
-// s_j = a_j^alpha, normalized so that max * min = 1; channels without a usable a_j keep 1.
+// s_j = a_j^alpha with a_j at least kMinRelativeRms of the largest (a nearly dead channel would
+// otherwise stretch the range), normalized so that max * min = 1, then kept within
+// [1/kMaxFactor, kMaxFactor]: the producer's values are divided by s, and a quantized producer
+// (up's rows) must keep block scales inside f16's normal range. Channels without a usable a_j
+// keep 1.
 std::vector<float> factors(const std::vector<double>& a, double alpha) {
+  constexpr double kMinRelativeRms = 1e-4;
+  double a_max = 0.0;
+  for (double v : a) a_max = std::max(a_max, v);
   std::vector<double> s(a.size(), 1.0);
   double lo = std::numeric_limits<double>::infinity();
   double hi = 0.0;
   for (size_t j = 0; j < a.size(); ++j) {
     if (a[j] > 0.0) {
-      s[j] = std::pow(a[j], alpha);
+      s[j] = std::pow(std::max(a[j], kMinRelativeRms * a_max), alpha);
       lo = std::min(lo, s[j]);
       hi = std::max(hi, s[j]);
     }
@@ -75,8 +82,10 @@ std::vector<float> factors(const std::vector<double>& a, double alpha) {
   const double norm = hi > 0.0 ? std::sqrt(hi * lo) : 1.0;
   std::vector<float> out(a.size(), 1.0f);
   for (size_t j = 0; j < a.size(); ++j) {
-    const double f = a[j] > 0.0 ? s[j] / norm : 1.0;
-    if (std::isfinite(f) && f > 1e-30 && f < 1e30) out[j] = static_cast<float>(f);
+    const double f =
+        a[j] > 0.0 ? std::clamp(s[j] / norm, 1.0 / AwqOptions::kMaxFactor, AwqOptions::kMaxFactor)
+                   : 1.0;
+    if (std::isfinite(f)) out[j] = static_cast<float>(f);
   }
   return out;
 }

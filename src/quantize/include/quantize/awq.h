@@ -8,7 +8,9 @@
 // -> q, k, v; its feed-forward norm -> gate, up; up's rows -> down (gated feed-forwards only). For
 // each group the factor is s_j = a_j^alpha, a_j the root mean square of input channel j over the
 // calibration rows (sqrt(H_jj / rows), from the Hessian GPTQ gathers; the paper uses the mean
-// |x_j|), normalized so that max(s) * min(s) = 1, with alpha searched over {0, 1/grid, ...,
+// |x_j|), floored at 1e-4 of the largest a_j, normalized so that max(s) * min(s) = 1 and kept
+// within [1/64, 64] (the producer is divided by s: up's quantized rows must keep block scales in
+// f16's normal range), with alpha searched over {0, 1/grid, ...,
 // (grid-1)/grid} for the least output error of the group's weights rounded to their planned type:
 //   loss(alpha) = sum over the group's weight rows w of (w^ - w)^T H (w^ - w),
 //   w^ = dequantize(quantize(w * s)) / s,
@@ -39,6 +41,7 @@ struct AwqOptions {
   int grid = 20;               // alpha candidates: 0, 1/grid, ..., (grid-1)/grid
   ThreadPool* pool = nullptr;  // rows quantized on it when given
   static constexpr int64_t kLossRows = 256;
+  static constexpr double kMaxFactor = 64.0;  // factors are kept within [1/64, 64]
 };
 
 struct AwqGroup {
