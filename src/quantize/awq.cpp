@@ -126,25 +126,15 @@ double group_loss(const SampledRows& rows, const std::vector<float>& s, const fl
   return loss;
 }
 
-std::vector<float>& scale_of(std::vector<float>& scale, size_t n) {
-  if (scale.empty()) scale.assign(n, 1.0f);
-  return scale;
-}
-
 void plan_group(const gguf::GgufFile& file, const QuantizePlan& plan,
                 const AwqHessianLookup& hessian, const AwqOptions& options,
-                const std::string& producer, bool producer_rows,
-                const std::vector<std::string>& consumers, AwqPlan& out) {
+                const ScalingGroup& scaling, AwqPlan& out) {
+  const std::vector<std::string>& consumers = scaling.consumers;
   const HessianSet::Entry* h = hessian(consumers.front());
   if (h == nullptr || h->n_rows < 1) return;
   const int64_t n = h->n_columns;
   const auto width = static_cast<uint64_t>(n);
-  const gguf::TensorInfo* p = file.find_tensor(producer);
-  if (!p || !quant::can_dequantize(p->type)) return;
-  if (producer_rows ? (p->n_dims != 2 || p->n_elements / p->ne[0] != width)
-                    : (p->n_dims != 1 || p->ne[0] != width)) {
-    return;
-  }
+  if (!producer_fits(file, scaling, width)) return;
   std::vector<const gguf::TensorInfo*> tensors;
   for (const std::string& name : consumers) {
     const gguf::TensorInfo* t = consumer(file, plan, name, width);
@@ -164,7 +154,7 @@ void plan_group(const gguf::GgufFile& file, const QuantizePlan& plan,
   const SampledRows rows = sample_rows(file, plan, tensors, n);
 
   AwqGroup group;
-  group.producer = producer;
+  group.producer = scaling.producer;
   std::vector<float> best(static_cast<size_t>(n), 1.0f);
   for (int k = 0; k < options.grid; ++k) {
     const double alpha = static_cast<double>(k) / options.grid;
@@ -182,14 +172,7 @@ void plan_group(const gguf::GgufFile& file, const QuantizePlan& plan,
   }
   out.groups.push_back(group);
   if (group.alpha == 0.0) return;  // round-to-nearest won: nothing to rescale
-  std::vector<float>& producer_scale = producer_rows
-                                           ? scale_of(out.rescales[producer].row, width)
-                                           : scale_of(out.rescales[producer].column, width);
-  for (size_t j = 0; j < width; ++j) producer_scale[j] /= best[j];
-  for (const std::string& name : consumers) {
-    std::vector<float>& column = scale_of(out.rescales[name].column, width);
-    for (size_t j = 0; j < width; ++j) column[j] *= best[j];
-  }
+  fold_factors(scaling, best, out.rescales);
 }
 
 }  // namespace
@@ -217,15 +200,8 @@ void plan_awq_layer(const gguf::GgufFile& file, const QuantizePlan& plan, int64_
         Error::Kind::kInvalidArgument,
         "AWQ: the alpha grid must have at least 1 point, not " + std::to_string(options.grid));
   }
-  const std::string p = "blk." + std::to_string(layer) + ".";
-  plan_group(file, plan, hessian, options, p + "attn_norm.weight", false,
-             {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"}, out);
-  plan_group(file, plan, hessian, options, p + "ffn_norm.weight", false,
-             {p + "ffn_gate.weight", p + "ffn_up.weight"}, out);
-  // Only in a gated feed-forward: act(gate) * up is linear in up; act(up) would not be.
-  if (file.find_tensor(p + "ffn_gate.weight")) {
-    plan_group(file, plan, hessian, options, p + "ffn_up.weight", true, {p + "ffn_down.weight"},
-               out);
+  for (const ScalingGroup& group : scaling_groups(file, layer)) {
+    plan_group(file, plan, hessian, options, group, out);
   }
 }
 

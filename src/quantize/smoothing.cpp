@@ -62,28 +62,16 @@ const gguf::TensorInfo* matrix(const gguf::GgufFile& file, const std::string& na
   return t;
 }
 
-std::vector<float>& scale_of(std::vector<float>& scale, size_t n) {
-  if (scale.empty()) scale.assign(n, 1.0f);
-  return scale;
-}
-
-// One group: `consumers` read an input of `width` channels whose producer is scaled by 1/s.
-// `producer_rows`: the producer is a matrix whose rows are the channels (up for down); otherwise
-// a 1-D norm. Returns false (nothing planned) when a tensor is missing or the input unseen.
+// One group (see plan_smoothing); false (nothing planned) when a tensor is missing or the input
+// unseen.
 bool plan_group(const gguf::GgufFile& file, const ActivationRanges& ranges, double alpha,
-                const std::string& producer, bool producer_rows,
-                const std::vector<std::string>& consumers, TensorRescales& out) {
-  const std::vector<float>* x_max = ranges.find(consumers.front());
+                const ScalingGroup& group, TensorRescales& out) {
+  const std::vector<float>* x_max = ranges.find(group.consumers.front());
   if (!x_max) return false;
   const uint64_t width = x_max->size();
-  const gguf::TensorInfo* p = file.find_tensor(producer);
-  if (!p || !quant::can_dequantize(p->type)) return false;
-  if (producer_rows ? (p->n_dims != 2 || p->n_elements / p->ne[0] != width)
-                    : (p->n_dims != 1 || p->ne[0] != width)) {
-    return false;
-  }
+  if (!producer_fits(file, group, width)) return false;
   std::vector<float> w_max(width, 0.0f);
-  for (const std::string& name : consumers) {
+  for (const std::string& name : group.consumers) {
     const gguf::TensorInfo* t = matrix(file, name, width);
     if (!t) return false;
     raise_column_max(file, *t, w_max);
@@ -98,17 +86,49 @@ bool plan_group(const gguf::GgufFile& file, const ActivationRanges& ranges, doub
     // crush the producer's scale to nothing leaves the channel as it is.
     if (std::isfinite(factor) && factor > 1e-30 && factor < 1e30) s[j] = static_cast<float>(factor);
   }
-  std::vector<float>& producer_scale =
-      producer_rows ? scale_of(out[producer].row, width) : scale_of(out[producer].column, width);
-  for (size_t j = 0; j < width; ++j) producer_scale[j] /= s[j];
-  for (const std::string& name : consumers) {
-    std::vector<float>& column = scale_of(out[name].column, width);
-    for (size_t j = 0; j < width; ++j) column[j] *= s[j];
-  }
+  fold_factors(group, s, out);
   return true;
 }
 
+std::vector<float>& scale_of(std::vector<float>& scale, size_t n) {
+  if (scale.empty()) scale.assign(n, 1.0f);
+  return scale;
+}
+
 }  // namespace
+
+std::vector<ScalingGroup> scaling_groups(const gguf::GgufFile& file, int64_t layer) {
+  const std::string p = "blk." + std::to_string(layer) + ".";
+  std::vector<ScalingGroup> groups = {
+      {p + "attn_norm.weight",
+       false,
+       {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"}},
+      {p + "ffn_norm.weight", false, {p + "ffn_gate.weight", p + "ffn_up.weight"}},
+  };
+  if (file.find_tensor(p + "ffn_gate.weight")) {
+    groups.push_back({p + "ffn_up.weight", true, {p + "ffn_down.weight"}});
+  }
+  return groups;
+}
+
+bool producer_fits(const gguf::GgufFile& file, const ScalingGroup& group, uint64_t width) {
+  const gguf::TensorInfo* p = file.find_tensor(group.producer);
+  if (!p || !quant::can_dequantize(p->type)) return false;
+  return group.producer_rows ? p->n_dims == 2 && p->n_elements / p->ne[0] == width
+                             : p->n_dims == 1 && p->ne[0] == width;
+}
+
+void fold_factors(const ScalingGroup& group, const std::vector<float>& s, TensorRescales& out) {
+  const size_t width = s.size();
+  TensorRescale& producer = out[group.producer];
+  std::vector<float>& producer_scale =
+      scale_of(group.producer_rows ? producer.row : producer.column, width);
+  for (size_t j = 0; j < width; ++j) producer_scale[j] /= s[j];
+  for (const std::string& name : group.consumers) {
+    std::vector<float>& column = scale_of(out[name].column, width);
+    for (size_t j = 0; j < width; ++j) column[j] *= s[j];
+  }
+}
 
 SmoothingPlan plan_smoothing(const gguf::GgufFile& file, const ActivationRanges& ranges,
                              double alpha) {
@@ -126,17 +146,8 @@ SmoothingPlan plan_smoothing(const gguf::GgufFile& file, const ActivationRanges&
   std::sort(layers.begin(), layers.end());
   SmoothingPlan plan;
   for (int64_t layer : layers) {
-    const std::string p = "blk." + std::to_string(layer) + ".";
-    plan.n_groups +=
-        plan_group(file, ranges, alpha, p + "attn_norm.weight", false,
-                   {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"}, plan.rescales);
-    plan.n_groups += plan_group(file, ranges, alpha, p + "ffn_norm.weight", false,
-                                {p + "ffn_gate.weight", p + "ffn_up.weight"}, plan.rescales);
-    // After the ffn_norm group: up's columns were scaled there, its rows are scaled here. Only
-    // for a gated feed-forward (act(gate) * up is linear in up; act(up) would not be).
-    if (file.find_tensor(p + "ffn_gate.weight")) {
-      plan.n_groups += plan_group(file, ranges, alpha, p + "ffn_up.weight", true,
-                                  {p + "ffn_down.weight"}, plan.rescales);
+    for (const ScalingGroup& group : scaling_groups(file, layer)) {
+      plan.n_groups += plan_group(file, ranges, alpha, group, plan.rescales);
     }
   }
   return plan;

@@ -56,6 +56,27 @@ struct TensorRescale {
 };
 using TensorRescales = std::map<std::string, TensorRescale, std::less<>>;
 
+// Weights that read one input whose producer applies a per-channel scale: dividing the producer's
+// channel j by s_j and multiplying the consumers' column j by s_j leaves the layer's function as
+// it was. Shared by SmoothQuant (below) and AWQ (quantize/awq.h).
+struct ScalingGroup {
+  std::string producer;  // a 1-D norm, or (producer_rows) a matrix whose rows are the channels
+  bool producer_rows = false;
+  std::vector<std::string> consumers;
+};
+
+// A layer's groups, in order: attention norm -> q/k/v, feed-forward norm -> gate/up, and, only in
+// a gated feed-forward (act(gate) * up is linear in up), up's rows -> down.
+std::vector<ScalingGroup> scaling_groups(const gguf::GgufFile& file, int64_t layer);
+
+// Whether the group's producer is readable and has `width` channels (a norm of that length, or a
+// matrix of that many rows).
+bool producer_fits(const gguf::GgufFile& file, const ScalingGroup& group, uint64_t width);
+
+// The producer's channels divided by s, the consumers' columns multiplied by s, composed with
+// whatever `out` already holds for them.
+void fold_factors(const ScalingGroup& group, const std::vector<float>& s, TensorRescales& out);
+
 struct SmoothingPlan {
   TensorRescales rescales;
   int64_t n_groups = 0;  // norm or up/down pairs smoothed
