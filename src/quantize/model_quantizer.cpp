@@ -243,10 +243,17 @@ uint64_t planned_file_size(const gguf::GgufWriter& metadata_only,
   return size;
 }
 
+void rescale_row(const TensorRescale& rescale, uint64_t index, float* row, int64_t length) {
+  const float row_scale = rescale.row.empty() ? 1.0f : rescale.row[index];
+  for (int64_t j = 0; j < length; ++j) {
+    const float column_scale =
+        rescale.column.empty() ? 1.0f : rescale.column[static_cast<size_t>(j)];
+    row[j] *= row_scale * column_scale;
+  }
+}
+
 // Dequantizes the whole tensor, then GPTQ quantizes it: rows over the pool both times (the
 // factorization's matrix products have BLAS threads of their own).
-void rescale_row(const TensorRescale& rescale, uint64_t index, float* row, int64_t length);
-
 std::vector<uint8_t> convert_tensor_gptq(const TensorJob& job, const HessianSet::Entry& hessian,
                                          std::span<const uint8_t> input, ThreadPool& pool,
                                          double dampening) {
@@ -285,15 +292,6 @@ std::vector<uint8_t> convert_tensor_gptq(const TensorJob& job, const HessianSet:
   gptq_quantize(job.type, weights.data(), n_rows, row_length, h, output.data(),
                 GptqOptions{dampening, pool.size(), &pool});
   return output;
-}
-
-void rescale_row(const TensorRescale& rescale, uint64_t index, float* row, int64_t length) {
-  const float row_scale = rescale.row.empty() ? 1.0f : rescale.row[index];
-  for (int64_t j = 0; j < length; ++j) {
-    const float column_scale =
-        rescale.column.empty() ? 1.0f : rescale.column[static_cast<size_t>(j)];
-    row[j] *= row_scale * column_scale;
-  }
 }
 
 // Dequantizes and re-quantizes one tensor row by row (with the importance matrix's weights when the

@@ -3,8 +3,6 @@
 
 #include <array>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
@@ -12,6 +10,7 @@
 #include <unordered_map>
 
 #include "util/error.h"
+#include "util/text_file.h"
 
 namespace llms::tokenizer {
 
@@ -319,10 +318,7 @@ std::string read_chat_template(const gguf::HfModelDir& dir) {
   if (size > kMaxTemplateBytes) {
     throw Error(Error::Kind::kInvalidFile, file.string() + " is larger than 1 MiB");
   }
-  std::ifstream in(file, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!in && !in.eof()) throw Error(Error::Kind::kIo, "cannot read " + file.string());
-  return text;
+  return read_text_file(file.string(), "chat template");
 }
 
 }  // namespace

@@ -31,7 +31,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using fixtures::k_friendly_spec;
+using fixtures::last_logits;
 using fixtures::options_for;
+using fixtures::relative_l2;
 using fixtures::tokens;
 using fixtures::values_of;
 
@@ -152,18 +154,6 @@ TEST_F(AwqTest, OneGridPointIsRoundToNearest) {
   EXPECT_THROW(plan(QuantizeTarget::kQ4_0, 0), Error);
 }
 
-std::vector<float> last_logits(const fs::path& model_path) {
-  const gguf::GgufFile file = gguf::GgufFile::open(model_path);
-  model::CpuRunner runner(file, std::make_shared<ThreadPool>(2));
-  runner.allocate_kv(16, 4, kv::KvCacheType::kF32, runner.config().single_kv_layout());
-  const std::vector<kv::BlockId> table = {0, 1, 2, 3};
-  kv::StepBatch batch;
-  batch.add_sequence(0, tokens(40, 11), 0, table, 1);
-  const model::LogitsView logits = runner.execute(batch);
-  const std::span<const float> row = logits.row(0);
-  return std::vector<float>(row.begin(), row.end());
-}
-
 // The factors searched for Q4_0, applied in F32: the same function, with the weights moved.
 TEST_F(AwqTest, ScaledModelComputesTheSameLogits) {
   for (const char* architecture : {"qwen2", "llama", "qwen3", "gemma3"}) {
@@ -178,13 +168,7 @@ TEST_F(AwqTest, ScaledModelComputesTheSameLogits) {
     const std::vector<float> before = last_logits(in_);
     const std::vector<float> after = last_logits(out);
     ASSERT_EQ(before.size(), after.size());
-    double err = 0.0;
-    double norm2 = 0.0;
-    for (size_t i = 0; i < before.size(); ++i) {
-      err += (double(after[i]) - before[i]) * (double(after[i]) - before[i]);
-      norm2 += double(before[i]) * before[i];
-    }
-    EXPECT_LT(std::sqrt(err / norm2), 1e-4);
+    EXPECT_LT(relative_l2(after, before), 1e-4);
   }
 }
 

@@ -2,9 +2,11 @@
 // token ids for calibration steps, a tensor's values in f32, and quantize options.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "gguf/gguf_file.h"
@@ -66,6 +68,31 @@ inline void observe_chunks(const std::filesystem::path& model_path, int32_t n_ch
     batch.add_sequence(chunk, tokens(n_tokens, chunk), 0, table, 0);
     runner.execute(batch);
   }
+}
+
+// The logits of the last position of a fixed 40-token prompt, f32 cache: what rescaling tests
+// compare before and after.
+inline std::vector<float> last_logits(const std::filesystem::path& model_path) {
+  const gguf::GgufFile file = gguf::GgufFile::open(model_path);
+  model::CpuRunner runner(file, std::make_shared<ThreadPool>(2));
+  runner.allocate_kv(16, 4, kv::KvCacheType::kF32, runner.config().single_kv_layout());
+  const std::vector<kv::BlockId> table = {0, 1, 2, 3};
+  kv::StepBatch batch;
+  batch.add_sequence(0, tokens(40, 11), 0, table, 1);
+  const model::LogitsView logits = runner.execute(batch);
+  const std::span<const float> row = logits.row(0);
+  return std::vector<float>(row.begin(), row.end());
+}
+
+// ||got - want|| / ||want||.
+inline double relative_l2(const std::vector<float>& got, const std::vector<float>& want) {
+  double err = 0.0;
+  double norm2 = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    norm2 += double(want[i]) * want[i];
+  }
+  return std::sqrt(err / norm2);
 }
 
 }  // namespace llms::quantize::fixtures
