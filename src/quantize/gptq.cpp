@@ -79,6 +79,7 @@ struct RowTileContext {
   const uint8_t* dead;
   int64_t span;  // columns updated one by one before one sgemm onto the rest
   int64_t block;
+  int64_t sub_block;  // values per K sub-block, 0 for the 32-element types
   int64_t block_bytes;
   uint64_t row_bytes;
   uint8_t* out;
@@ -124,6 +125,12 @@ void quantize_row_tile(const RowTileContext& ctx, int64_t tile_index, int64_t ro
         if (c % block == 0) {
           // The block's scales, fitted to its values as the earlier columns have left them.
           quantize_row_with_importance(ctx.type, wr + c, ctx.importance + c, blk, block);
+        } else if (ctx.sub_block != 0 && c % ctx.sub_block == 0) {
+          // A K sub-block's own fields, refitted at its turn: its values have moved since the
+          // super-block's scales were fitted at the block's first column.
+          const int64_t first = c - c % block;
+          refit_sub_block(ctx.type, wr + first, ctx.importance + first, blk,
+                          static_cast<int>((c % block) / ctx.sub_block));
         }
         const int j = static_cast<int>(c % block);
         const CodeGrid grid = code_grid(ctx.type, blk, j);
@@ -217,6 +224,7 @@ void gptq_quantize(GgmlType type, const float* weights, int64_t rows, int64_t co
                            dead.data(),
                            span,
                            block,
+                           sub_block_values(type),
                            block_bytes,
                            quant::quantized_row_bytes(type, cols),
                            static_cast<uint8_t*>(out)};

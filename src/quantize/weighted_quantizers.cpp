@@ -347,6 +347,61 @@ void quantize_q6_K_block(const float* x, const float* w, uint8_t* out) {
   std::memcpy(out, &block, sizeof(block));
 }
 
+// ---- one sub-block's fields against the stored super-block scales ----
+
+// Block: BlockQ4_K or BlockQ5_K (the same d, dmin and scales fields).
+template <class Block>
+void refit_affine_sub_block(const float* x, const float* w, int n_max, int sub, Block* block) {
+  constexpr int kSub = 32;
+  constexpr int kMaxField = 63;
+  uint8_t scales[8];
+  uint8_t mins[8];
+  for (int s = 0; s < 8; ++s) quant::k_scale_min(s, block->scales, &scales[s], &mins[s]);
+  const float d = fp16_to_fp32(block->d);
+  const float dmin = fp16_to_fp32(block->dmin);
+  if (!(d > 0.0f) || !std::isfinite(d) || !std::isfinite(dmin)) return;
+  const float* xs = x + sub * kSub;
+  const float* ws = w + sub * kSub;
+  int L[kSub];
+  double best = affine_sub_error(xs, ws, kSub, n_max, d, dmin, scales[sub], mins[sub], L);
+  const AffineFit fit = search_affine(xs, ws, kSub, n_max);
+  const int scale0 = nearest_level(fit.scale / d, 0, kMaxField);
+  const int min0 = dmin > 0.0f ? nearest_level(fit.offset / dmin, 0, kMaxField) : 0;
+  for (int scale = std::max(0, scale0 - 1); scale <= std::min(kMaxField, scale0 + 1); ++scale) {
+    for (int min = std::max(0, min0 - 1); min <= std::min(kMaxField, min0 + 1); ++min) {
+      const double error = affine_sub_error(xs, ws, kSub, n_max, d, dmin, scale, min, L);
+      if (error < best) {
+        best = error;
+        scales[sub] = static_cast<uint8_t>(scale);
+        mins[sub] = static_cast<uint8_t>(min);
+      }
+    }
+  }
+  quant::k_pack_scale_min(scales, mins, block->scales);
+}
+
+void refit_q6_K_sub_block(const float* x, const float* w, int sub, quant::BlockQ6_K* block) {
+  constexpr int kSub = 16;
+  constexpr SymmetricLevels kLevels{32, 31};
+  const float d = fp16_to_fp32(block->d);
+  if (d == 0.0f || !std::isfinite(d)) return;
+  const float* xs = x + sub * kSub;
+  const float* ws = w + sub * kSub;
+  int L[kSub];
+  double best =
+      symmetric_error(xs, ws, kSub, kLevels, d * static_cast<float>(block->scales[sub]), L);
+  const float scale = search_symmetric(
+      xs, ws, kSub, kLevels, [](float v) { return v; }, L);
+  const int field0 = nearest_level(scale / d, -128, 127);
+  for (int field = std::max(-128, field0 - 1); field <= std::min(127, field0 + 1); ++field) {
+    const double error = symmetric_error(xs, ws, kSub, kLevels, d * static_cast<float>(field), L);
+    if (error < best) {
+      best = error;
+      block->scales[sub] = static_cast<int8_t>(field);
+    }
+  }
+}
+
 // ---- legacy blocks ----
 
 void quantize_symmetric_block(GgmlType type, const float* x, const float* w, uint8_t* out) {
@@ -491,6 +546,37 @@ void quantize_row_weighted(GgmlType type, const float* row, const float* weights
   auto* dst = static_cast<uint8_t*>(out);
   for (int64_t start = 0; start < n; start += block, dst += bytes) {
     quantize_block(type, row + start, weights + start, dst);
+  }
+}
+
+int sub_block_values(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+      return 32;
+    case GgmlType::kQ6_K:
+      return 16;
+    default:
+      return 0;
+  }
+}
+
+void refit_sub_block(GgmlType type, const float* values, const float* importance, void* block,
+                     int sub) {
+  const int sub_values = sub_block_values(type);
+  if (sub_values == 0 || sub < 0 || sub >= kQK_K / sub_values) {
+    throw Error(Error::Kind::kInvalidArgument,
+                "refit_sub_block: " + std::string(gguf::ggml_type_name(type)) +
+                    " has no sub-block " + std::to_string(sub));
+  }
+  float weights[kQK_K];
+  block_weights(values, importance, weights, kQK_K);
+  if (type == GgmlType::kQ6_K) {
+    refit_q6_K_sub_block(values, weights, sub, static_cast<quant::BlockQ6_K*>(block));
+  } else if (type == GgmlType::kQ4_K) {
+    refit_affine_sub_block(values, weights, 15, sub, static_cast<quant::BlockQ4_K*>(block));
+  } else {
+    refit_affine_sub_block(values, weights, 31, sub, static_cast<quant::BlockQ5_K*>(block));
   }
 }
 

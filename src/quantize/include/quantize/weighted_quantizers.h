@@ -51,4 +51,19 @@ void quantize_row_weighted(gguf::GgmlType type, const float* row, const float* w
 void quantize_row_with_importance(gguf::GgmlType type, const float* row, const float* importance,
                                   void* out, int64_t n);
 
+// Sub-blocks of the K types: Q4_K and Q5_K have 8 of 32 values, Q6_K 16 of 16; 0 for the others.
+int sub_block_values(gguf::GgmlType type);
+
+// Refits one sub-block's fields (Q4_K/Q5_K: 6-bit scale and min; Q6_K: 8-bit scale) of the
+// K super-block `block` to new values, keeping the block's f16 d (and dmin) as stored: GPTQ fixes a
+// super-block's d when it reaches the block's first column, and the later sub-blocks' values move
+// as errors are pushed onto them before their own turn. `values` and `importance` are the whole
+// super-block's (the element weights are importance_weights', over the current values); `sub` is
+// the sub-block's index. The fields become those of least weighted error among the present ones
+// and the rounding of the sub-block's own weighted fit one step either side; the element codes
+// are left as they are (the caller rounds them next). kInvalidArgument for a type without
+// sub-blocks or an index out of range.
+void refit_sub_block(gguf::GgmlType type, const float* values, const float* importance, void* block,
+                     int sub);
+
 }  // namespace llms::quantize
