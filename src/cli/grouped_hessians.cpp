@@ -42,8 +42,11 @@ void GroupedHessians::gather(size_t group) {
   }
   quantize::HessianCollector collector(
       [&wanted](std::string_view weight) { return wanted.contains(weight); });
+  // The output head's input exists only where logits are computed: on every row, for its Hessian.
+  CalibrationOptions calibration = calibration_;
+  calibration.logits_rows = wanted.contains(quantize::kOutputHead);
   const int64_t n_chunks =
-      run_calibration(model_, calibration_, [&collector](const model::MatmulInput& input) {
+      run_calibration(model_, calibration, [&collector](const model::MatmulInput& input) {
         collector.add(input.weight, input.data, input.n_rows, input.n_columns);
       });
   fmt::print(stderr, "[{}] Hessians: {} from {} chunks of {} tokens\n", calibration_.tag,

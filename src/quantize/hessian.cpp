@@ -75,7 +75,8 @@ HessianCollector::HessianCollector(std::function<bool(std::string_view weight)> 
     : wanted_(std::move(wanted)) {}
 
 bool HessianCollector::accepts(std::string_view weight, int64_t n_rows) const {
-  return n_rows >= kMinRows && weight.substr(0, 4) == "blk." && (!wanted_ || wanted_(weight));
+  return n_rows >= kMinRows && (weight.substr(0, 4) == "blk." || weight == kOutputHead) &&
+         (!wanted_ || wanted_(weight));
 }
 
 void HessianCollector::add(std::string_view weight, const float* rows, int64_t n_rows,

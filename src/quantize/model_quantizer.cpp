@@ -179,24 +179,33 @@ void attach_rescales(std::vector<TensorJob>& jobs, const TensorRescales& rescale
 
 bool gptq_may_quantize(const TensorJob& job) {
   return !job.is_copy() && has_gptq_quantizer(job.type) && job.input->n_dims == 2 &&
-         layer_of(job.input->name).has_value();
+         (layer_of(job.input->name).has_value() || job.input->name == kOutputHead);
+}
+
+// Where the output head runs: one past the last "blk.N." layer.
+int64_t output_head_layer(const std::vector<TensorJob>& jobs) {
+  int64_t last = -1;
+  for (const TensorJob& job : jobs) last = std::max(last, layer_of(job.input->name).value_or(-1));
+  return last + 1;
+}
+
+// A tensor GPTQ may quantize, with its layer (output_head_layer for the output head).
+GptqTensor gptq_tensor_of(const TensorJob& job, int64_t head_layer) {
+  return GptqTensor{job.input->name, layer_of(job.input->name).value_or(head_layer),
+                    static_cast<int64_t>(job.input->ne[0])};
 }
 
 // The jobs GPTQ may quantize, as indices into `jobs`, by layer (stable within a layer).
 std::vector<size_t> gptq_job_order(const std::vector<TensorJob>& jobs) {
+  const int64_t head_layer = output_head_layer(jobs);
   std::vector<size_t> order;
   for (size_t i = 0; i < jobs.size(); ++i) {
     if (gptq_may_quantize(jobs[i])) order.push_back(i);
   }
-  std::stable_sort(order.begin(), order.end(), [&jobs](size_t a, size_t b) {
-    return *layer_of(jobs[a].input->name) < *layer_of(jobs[b].input->name);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return gptq_tensor_of(jobs[a], head_layer).layer < gptq_tensor_of(jobs[b], head_layer).layer;
   });
   return order;
-}
-
-GptqTensor gptq_tensor_of(const TensorJob& job) {
-  return GptqTensor{job.input->name, *layer_of(job.input->name),
-                    static_cast<int64_t>(job.input->ne[0])};
 }
 
 // The record llama-quantize leaves of an imatrix (or its absence: a record copied from the
@@ -346,7 +355,8 @@ std::vector<GptqTensor> gptq_tensors(const QuantizeOptions& options) {
   const std::vector<TensorJob> jobs =
       plan_tensors(input, QuantizePlan::for_file(options.target, input));
   std::vector<GptqTensor> tensors;
-  for (size_t i : gptq_job_order(jobs)) tensors.push_back(gptq_tensor_of(jobs[i]));
+  const int64_t head_layer = output_head_layer(jobs);
+  for (size_t i : gptq_job_order(jobs)) tensors.push_back(gptq_tensor_of(jobs[i], head_layer));
   return tensors;
 }
 
@@ -381,7 +391,8 @@ QuantizeReport quantize_model(const QuantizeOptions& options) {
     gptq_order = gptq_job_order(jobs);
     if (gptq_order.empty()) {
       refuse(
-          "GPTQ: no tensor of the repeating layers is converted to a type with a GPTQ "
+          "GPTQ: no tensor of the repeating layers or the output head is converted to a type with "
+          "a GPTQ "
           "quantizer (Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) under " +
           std::string(plan.target().name));
     }
@@ -408,10 +419,11 @@ QuantizeReport quantize_model(const QuantizeOptions& options) {
 
   // GPTQ first, in the lookup's order; its outputs wait for their place in the file.
   std::vector<std::optional<std::vector<uint8_t>>> by_gptq(jobs.size());
+  const int64_t head_layer = output_head_layer(jobs);
   for (size_t i : gptq_order) {
     const TensorJob& job = jobs[i];
     const gguf::TensorInfo& t = *job.input;
-    const HessianSet::Entry* hessian = options.hessians(gptq_tensor_of(job));
+    const HessianSet::Entry* hessian = options.hessians(gptq_tensor_of(job, head_layer));
     if (!hessian) continue;
     if (static_cast<uint64_t>(hessian->n_columns) != t.ne[0]) {
       refuse("GPTQ: the Hessian of '" + t.name + "' has " + std::to_string(hessian->n_columns) +

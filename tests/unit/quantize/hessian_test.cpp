@@ -72,16 +72,19 @@ TEST(HessianCollection, Rules) {
   HessianCollector c;
   std::vector<float> x(32 * 8, 1.0f);
   c.add("blk.0.attn_q.weight", x.data(), 15, 8);  // too few rows
-  c.add("output.weight", x.data(), 32, 8);        // not a repeating layer
+  c.add("token_embd.weight", x.data(), 32, 8);    // the embedding (or a head tied to it)
+  c.add("rope_freqs.weight", x.data(), 32, 8);    // neither a layer's nor the head
   EXPECT_EQ(c.bytes(), 0u);
   c.add("blk.0.attn_q.weight", x.data(), 32, 8);
   // The same buffer told for a weight that is not q/k/v's sibling is summed on its own.
   c.add("blk.0.attn_output.weight", x.data(), 32, 8);
   EXPECT_THROW(c.add("blk.0.attn_output.weight", x.data(), 16, 16), Error);
+  c.add("output.weight", x.data(), 32, 8);  // the output head
   const HessianSet set = c.take();
-  ASSERT_EQ(set.n_distinct(), 2u);
+  ASSERT_EQ(set.n_distinct(), 3u);
   EXPECT_FLOAT_EQ(set.find("blk.0.attn_q.weight")->h[0], 32.0f);
   EXPECT_FLOAT_EQ(set.find("blk.0.attn_output.weight")->h[7], 32.0f);
+  EXPECT_FLOAT_EQ(set.find("output.weight")->h[7], 32.0f);
 }
 
 TEST(HessianCollection, OnlyTheWantedWeights) {

@@ -34,11 +34,15 @@ using fixtures::values_of;
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-HessianSet calibrate(const fs::path& model_path) {
+// n_logits > 0: the output head runs on that many rows of each chunk, so it gets a Hessian too.
+HessianSet calibrate(const fs::path& model_path, int32_t n_logits = 0) {
   HessianCollector collector;
-  fixtures::observe_chunks(model_path, 6, 64, [&](const model::MatmulInput& in) {
-    collector.add(in.weight, in.data, in.n_rows, in.n_columns);
-  });
+  fixtures::observe_chunks(
+      model_path, 6, 64,
+      [&](const model::MatmulInput& in) {
+        collector.add(in.weight, in.data, in.n_rows, in.n_columns);
+      },
+      n_logits);
   return collector.take();
 }
 
@@ -122,6 +126,57 @@ TEST_F(GptqQuantizeTest, EveryLayerMatrixByGptqWithLessOutputErrorAndTheFileRuns
   }
 }
 
+// With logits on every calibration row the output head has a Hessian: GPTQ quantizes it too (it
+// comes last, after the layers) with less output error than round-to-nearest. A head tied to the
+// embedding has no output.weight and stays round-to-nearest.
+TEST_F(GptqQuantizeTest, TheOutputHeadToo) {
+  const HessianSet hessians = calibrate(in_, 64);
+  const HessianSet::Entry* head = hessians.find(kOutputHead);
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(head->n_rows, 6 * 64);
+  const fs::path rtn_path = dir_.path() / "rtn.gguf";
+  const fs::path gptq_path = dir_.path() / "gptq.gguf";
+  quantize_model(options_for(in_, rtn_path, QuantizeTarget::kQ4_K));
+  QuantizeOptions o = options_for(in_, gptq_path, QuantizeTarget::kQ4_K);
+  std::vector<GptqTensor> asked;
+  o.hessians = [&](const GptqTensor& t) {
+    asked.push_back(t);
+    return hessians.find(t.name);
+  };
+  std::string last_by_gptq;
+  o.on_tensor = [&](const TensorProgress& p) {
+    if (p.uses_gptq) last_by_gptq = std::string(p.name);
+  };
+  const std::vector<GptqTensor> listed = gptq_tensors(o);
+  ASSERT_FALSE(listed.empty());
+  EXPECT_EQ(listed.back().name, kOutputHead);
+  EXPECT_EQ(listed.back().layer, 2);  // the tiny model's layers are 0 and 1
+  quantize_model(o);
+  ASSERT_FALSE(asked.empty());
+  EXPECT_EQ(asked.back().name, kOutputHead);
+  EXPECT_EQ(last_by_gptq, kOutputHead);
+  const gguf::GgufFile input = gguf::GgufFile::open(in_);
+  const gguf::GgufFile rtn = gguf::GgufFile::open(rtn_path);
+  const gguf::GgufFile gptq = gguf::GgufFile::open(gptq_path);
+  const std::string name(kOutputHead);
+  const std::vector<float> w = values_of(input, *input.find_tensor(name));
+  const double error_rtn = output_error(w, values_of(rtn, *rtn.find_tensor(name)), *head);
+  const double error_gptq = output_error(w, values_of(gptq, *gptq.find_tensor(name)), *head);
+  EXPECT_LT(error_gptq, 0.9 * error_rtn) << "rtn " << error_rtn << " gptq " << error_gptq;
+
+  model::TinyModelSpec tied = k_friendly_spec(2);
+  tied.tie_embeddings = true;
+  const fs::path tied_path = dir_.path() / "tied.gguf";
+  model::write_tiny_model(tied, tied_path);
+  const HessianSet tied_hessians = calibrate(tied_path, 64);
+  EXPECT_EQ(tied_hessians.find(kOutputHead), nullptr);
+  EXPECT_EQ(tied_hessians.find("token_embd.weight"), nullptr);
+  for (const GptqTensor& t :
+       gptq_tensors(options_for(tied_path, dir_.path() / "x.gguf", QuantizeTarget::kQ4_K))) {
+    EXPECT_TRUE(t.name.starts_with("blk.")) << t.name;
+  }
+}
+
 TEST_F(GptqQuantizeTest, Refusals) {
   // A Hessian of another width (another model's).
   HessianSet wrong = hessians_;
@@ -135,7 +190,8 @@ TEST_F(GptqQuantizeTest, Refusals) {
   // No converted tensor has a GPTQ quantizer (F16 has none).
   o = options_for(in_, dir_.path() / "out.gguf", QuantizeTarget::kF16);
   o.hessians = lookup_in(hessians_);
-  expect_refused(o, "no tensor of the repeating layers is converted to a type with a GPTQ");
+  expect_refused(
+      o, "no tensor of the repeating layers or the output head is converted to a type with a GPTQ");
   // A lookup that gives no tensor a Hessian.
   o = options_for(in_, dir_.path() / "out.gguf", QuantizeTarget::kQ4_K_M);
   o.hessians = [](const GptqTensor&) -> const HessianSet::Entry* { return nullptr; };

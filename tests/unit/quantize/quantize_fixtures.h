@@ -56,8 +56,11 @@ inline QuantizeOptions options_for(const std::filesystem::path& in,
 
 // Runs `n_chunks` fresh sequences of `n_tokens` (at most 64) tiny-vocabulary tokens through the
 // model with `observer` set: the calibration run the activation collectors are tested with.
+// n_logits: rows of each chunk (the last ones) that run the output matmul, as calibration_run's
+// logits_rows does for all of them.
 inline void observe_chunks(const std::filesystem::path& model_path, int32_t n_chunks,
-                           int32_t n_tokens, const model::ActivationObserver& observer) {
+                           int32_t n_tokens, const model::ActivationObserver& observer,
+                           int32_t n_logits = 0) {
   const gguf::GgufFile file = gguf::GgufFile::open(model_path);
   model::CpuRunner runner(file, std::make_shared<ThreadPool>(2));
   runner.allocate_kv(16, 4, kv::KvCacheType::kF16, runner.config().single_kv_layout());
@@ -65,7 +68,7 @@ inline void observe_chunks(const std::filesystem::path& model_path, int32_t n_ch
   const std::vector<kv::BlockId> table = {0, 1, 2, 3};
   for (int32_t chunk = 0; chunk < n_chunks; ++chunk) {
     kv::StepBatch batch;
-    batch.add_sequence(chunk, tokens(n_tokens, chunk), 0, table, 0);
+    batch.add_sequence(chunk, tokens(n_tokens, chunk), 0, table, n_logits);
     runner.execute(batch);
   }
 }

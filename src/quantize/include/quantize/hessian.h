@@ -1,12 +1,15 @@
 // quantize/hessian: what GPTQ (quantize/gptq.h) learns from calibration text: for each weight
-// matrix W of the repeating layers, H = sum over activation rows x of x x^T, x being W's input.
+// matrix W of the repeating layers (and the output head), H = sum over activation rows x of x x^T,
+// x being W's input.
 //
 // Weights that read the same input in a forward pass (a layer's attention q, k and v; its FFN
 // gate and up) share one matrix: the collector sees their inputs one after another at the same
 // address and sums that input once (only for those sibling names). Only matmuls of at least
 // kMinRows rows are summed (decode steps of a few rows would weigh one token's quirks), and only
-// weights named "blk.*" (the output and embedding matrices stay round-to-nearest, as with an
-// importance matrix), and of those only the weights the collector's filter wants (all by default).
+// weights named "blk.*" and the output head "output.weight" (whose input, the final norm's output,
+// exists where the calibration run computes logits for every row; the embedding matrix stays
+// round-to-nearest, and so does a head tied to it), and of those only the weights the collector's
+// filter wants (all by default).
 // Sums are f32, by BLAS ssyrk. Memory: n_columns^2 floats per distinct input (the 0.5B: 2.33 GiB,
 // measured; the 1.5B: 9.8 GB by its shapes): group_layers() plans passes that each hold the
 // Hessians of a group of layers under a budget.
@@ -42,11 +45,14 @@ struct HessianSet {
 // k and v, "blk.N.ffn_input" for its gate and up, the weight's own name for any other.
 std::string hessian_input_key(std::string_view weight);
 
-// A tensor GPTQ may quantize: a "blk.N." matrix converted to a type with a GPTQ quantizer
-// (model_quantizer.h's gptq_tensors() lists a model's).
+// The output head's weight: the last matmul of the forward pass, reading the final norm's output.
+inline constexpr std::string_view kOutputHead = "output.weight";
+
+// A tensor GPTQ may quantize: a "blk.N." matrix, or the output head, converted to a type with a
+// GPTQ quantizer (model_quantizer.h's gptq_tensors() lists a model's).
 struct GptqTensor {
   std::string name;
-  int64_t layer = 0;      // N
+  int64_t layer = 0;      // N; for the output head, one past the model's last layer
   int64_t n_columns = 0;  // ne[0]: its Hessian is n_columns x n_columns
 };
 

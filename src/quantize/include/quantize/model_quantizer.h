@@ -14,7 +14,8 @@
 //     first calibration file), quantize.imatrix.entries_count and quantize.imatrix.chunks_count,
 //     llama-quantize's keys; without an imatrix those keys, if the input had them, are dropped.
 //   - With `hessians` (a HessianLookup), the tensors GPTQ may quantize (gptq_tensors(): converted
-//     "blk.N." matrices whose planned type has a GPTQ quantizer, quantize/gptq.h) are asked for
+//     "blk.N." matrices and the output head "output.weight", as layer N + 1 after the last, whose
+//     planned type has a GPTQ quantizer, quantize/gptq.h) are asked for
 //     their Hessian one by one in layer order before the other tensors are converted; a tensor
 //     given an entry is quantized by GPTQ from its whole f32 matrix, the others as above. An entry
 //     whose width is not its tensor's ne[0] is refused, and so are a target under which no tensor
