@@ -189,9 +189,13 @@ int64_t output_head_layer(const std::vector<TensorJob>& jobs) {
   return last + 1;
 }
 
-// A tensor GPTQ may quantize, with its layer (output_head_layer for the output head).
+// The layer of a tensor GPTQ may quantize (output_head_layer for the output head).
+int64_t gptq_layer(const TensorJob& job, int64_t head_layer) {
+  return layer_of(job.input->name).value_or(head_layer);
+}
+
 GptqTensor gptq_tensor_of(const TensorJob& job, int64_t head_layer) {
-  return GptqTensor{job.input->name, layer_of(job.input->name).value_or(head_layer),
+  return GptqTensor{job.input->name, gptq_layer(job, head_layer),
                     static_cast<int64_t>(job.input->ne[0])};
 }
 
@@ -203,7 +207,7 @@ std::vector<size_t> gptq_job_order(const std::vector<TensorJob>& jobs) {
     if (gptq_may_quantize(jobs[i])) order.push_back(i);
   }
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return gptq_tensor_of(jobs[a], head_layer).layer < gptq_tensor_of(jobs[b], head_layer).layer;
+    return gptq_layer(jobs[a], head_layer) < gptq_layer(jobs[b], head_layer);
   });
   return order;
 }
@@ -391,9 +395,8 @@ QuantizeReport quantize_model(const QuantizeOptions& options) {
     gptq_order = gptq_job_order(jobs);
     if (gptq_order.empty()) {
       refuse(
-          "GPTQ: no tensor of the repeating layers or the output head is converted to a type with "
-          "a GPTQ "
-          "quantizer (Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) under " +
+          "GPTQ: no tensor of the repeating layers or the output head is converted to a type "
+          "with a GPTQ quantizer (Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) under " +
           std::string(plan.target().name));
     }
   }

@@ -209,6 +209,35 @@ double affine_sub_error(const float* x, const float* w, int n, int n_max, float 
   return error;
 }
 
+constexpr int kAffineSub = 32;       // Q4_K / Q5_K sub-block values
+constexpr int kAffineMaxField = 63;  // their 6-bit scale and min fields
+
+struct AffineFields {
+  int scale = 0;
+  int min = 0;
+};
+
+// The fields one step either side of (centre.scale, centre.min) tried against `fields`, whose
+// error is `best` and whose levels are in L: the lowest error wins (ties keep `fields`), and its
+// fields and levels are left in `fields` and L.
+void best_affine_neighbour(const float* xs, const float* ws, int n_max, float d, float dmin,
+                           AffineFields centre, AffineFields& fields, double best, int* L) {
+  int trial[kAffineSub];
+  for (int scale = std::max(0, centre.scale - 1);
+       scale <= std::min(kAffineMaxField, centre.scale + 1); ++scale) {
+    for (int min = std::max(0, centre.min - 1); min <= std::min(kAffineMaxField, centre.min + 1);
+         ++min) {
+      if (scale == fields.scale && min == fields.min) continue;
+      const double error = affine_sub_error(xs, ws, kAffineSub, n_max, d, dmin, scale, min, trial);
+      if (error < best) {
+        best = error;
+        fields = AffineFields{scale, min};
+        std::copy_n(trial, kAffineSub, L);
+      }
+    }
+  }
+}
+
 // Q4_K / Q5_K: 8 sub-blocks of 32, 6-bit scale and min fields, levels [0, n_max].
 struct AffineSuperBlock {
   uint16_t d = 0;
@@ -219,8 +248,8 @@ struct AffineSuperBlock {
 };
 
 void quantize_affine_super(const float* x, const float* w, int n_max, AffineSuperBlock* out) {
-  constexpr int kSub = 32;
-  constexpr int kMaxField = 63;
+  constexpr int kSub = kAffineSub;
+  constexpr int kMaxField = kAffineMaxField;
   float scales[8];
   float offsets[8];
   for (int s = 0; s < 8; ++s) {
@@ -232,28 +261,18 @@ void quantize_affine_super(const float* x, const float* w, int n_max, AffineSupe
   out->dmin = quantize_factors(offsets, 8, kMaxField, out->min);
   const float d = fp16_to_fp32(out->d);
   const float dmin = fp16_to_fp32(out->dmin);
-  int trial[kSub];
   // The fields are rounded from the sub-block's own fit; one step either side may fit the
   // rounded pair better.
   for (int s = 0; s < 8; ++s) {
     const float* xs = x + s * kSub;
     const float* ws = w + s * kSub;
     int* L = out->L + s * kSub;
-    const int scale0 = out->scale[s];
-    const int min0 = out->min[s];
-    double best = affine_sub_error(xs, ws, kSub, n_max, d, dmin, scale0, min0, L);
-    for (int scale = std::max(0, scale0 - 1); scale <= std::min(kMaxField, scale0 + 1); ++scale) {
-      for (int min = std::max(0, min0 - 1); min <= std::min(kMaxField, min0 + 1); ++min) {
-        if (scale == scale0 && min == min0) continue;
-        const double error = affine_sub_error(xs, ws, kSub, n_max, d, dmin, scale, min, trial);
-        if (error < best) {
-          best = error;
-          out->scale[s] = static_cast<uint8_t>(scale);
-          out->min[s] = static_cast<uint8_t>(min);
-          std::copy_n(trial, kSub, L);
-        }
-      }
-    }
+    AffineFields fields{out->scale[s], out->min[s]};
+    const double error =
+        affine_sub_error(xs, ws, kSub, n_max, d, dmin, fields.scale, fields.min, L);
+    best_affine_neighbour(xs, ws, n_max, d, dmin, fields, fields, error, L);
+    out->scale[s] = static_cast<uint8_t>(fields.scale);
+    out->min[s] = static_cast<uint8_t>(fields.min);
   }
 }
 
@@ -293,10 +312,31 @@ void quantize_q5_K_block(const float* x, const float* w, uint8_t* out) {
   std::memcpy(out, &block, sizeof(block));
 }
 
+constexpr int kQ6Sub = 16;                            // Q6_K sub-block values
+constexpr SymmetricLevels kQ6Levels{32, 31};          // its levels
+constexpr int kQ6FieldMin = -128, kQ6FieldMax = 127;  // its signed 8-bit scale fields
+
+// As best_affine_neighbour, for a Q6_K sub-block's scale field: the fields one step either side
+// of `centre` tried against `field` (error `best`, levels in L).
+void best_q6_neighbour(const float* xs, const float* ws, float d, int centre, int& field,
+                       double best, int* L) {
+  int trial[kQ6Sub];
+  for (int f = std::max(kQ6FieldMin, centre - 1); f <= std::min(kQ6FieldMax, centre + 1); ++f) {
+    if (f == field) continue;
+    const double error =
+        symmetric_error(xs, ws, kQ6Sub, kQ6Levels, d * static_cast<float>(f), trial);
+    if (error < best) {
+      best = error;
+      field = f;
+      std::copy_n(trial, kQ6Sub, L);
+    }
+  }
+}
+
 // Q6_K: 16 sub-blocks of 16, signed 8-bit scales against one f16 d, levels [-32, 31].
 void quantize_q6_K_block(const float* x, const float* w, uint8_t* out) {
-  constexpr int kSub = 16;
-  constexpr SymmetricLevels kLevels{32, 31};
+  constexpr int kSub = kQ6Sub;
+  constexpr SymmetricLevels kLevels = kQ6Levels;
   float scales[16];
   int L[kQK_K];
   float max_scale = 0.0f;  // the sub-block scale of largest magnitude, signed
@@ -312,24 +352,14 @@ void quantize_q6_K_block(const float* x, const float* w, uint8_t* out) {
     block.d = fp32_to_fp16(max_scale / -128.0f);
     const float d = fp16_to_fp32(block.d);
     const float inverse = d != 0.0f && std::isfinite(d) ? 1.0f / d : 0.0f;
-    int trial[kSub];
     for (int s = 0; s < 16; ++s) {
       const float* xs = x + s * kSub;
       const float* ws = w + s * kSub;
-      const int field0 = nearest_level(scales[s] * inverse, -128, 127);
+      const int field0 = nearest_level(scales[s] * inverse, kQ6FieldMin, kQ6FieldMax);
       fields[s] = field0;
-      double best =
+      const double error =
           symmetric_error(xs, ws, kSub, kLevels, d * static_cast<float>(field0), L + s * kSub);
-      for (int field = std::max(-128, field0 - 1); field <= std::min(127, field0 + 1); ++field) {
-        if (field == field0) continue;
-        const double error =
-            symmetric_error(xs, ws, kSub, kLevels, d * static_cast<float>(field), trial);
-        if (error < best) {
-          best = error;
-          fields[s] = field;
-          std::copy_n(trial, kSub, L + s * kSub);
-        }
-      }
+      best_q6_neighbour(xs, ws, d, field0, fields[s], error, L + s * kSub);
     }
   } else {
     std::fill(L, L + kQK_K, 0);
@@ -352,54 +382,41 @@ void quantize_q6_K_block(const float* x, const float* w, uint8_t* out) {
 // Block: BlockQ4_K or BlockQ5_K (the same d, dmin and scales fields).
 template <class Block>
 void refit_affine_sub_block(const float* x, const float* w, int n_max, int sub, Block* block) {
-  constexpr int kSub = 32;
-  constexpr int kMaxField = 63;
   uint8_t scales[8];
   uint8_t mins[8];
   for (int s = 0; s < 8; ++s) quant::k_scale_min(s, block->scales, &scales[s], &mins[s]);
   const float d = fp16_to_fp32(block->d);
   const float dmin = fp16_to_fp32(block->dmin);
   if (!(d > 0.0f) || !std::isfinite(d) || !std::isfinite(dmin)) return;
-  const float* xs = x + sub * kSub;
-  const float* ws = w + sub * kSub;
-  int L[kSub];
-  double best = affine_sub_error(xs, ws, kSub, n_max, d, dmin, scales[sub], mins[sub], L);
-  const AffineFit fit = search_affine(xs, ws, kSub, n_max);
-  const int scale0 = nearest_level(fit.scale / d, 0, kMaxField);
-  const int min0 = dmin > 0.0f ? nearest_level(fit.offset / dmin, 0, kMaxField) : 0;
-  for (int scale = std::max(0, scale0 - 1); scale <= std::min(kMaxField, scale0 + 1); ++scale) {
-    for (int min = std::max(0, min0 - 1); min <= std::min(kMaxField, min0 + 1); ++min) {
-      const double error = affine_sub_error(xs, ws, kSub, n_max, d, dmin, scale, min, L);
-      if (error < best) {
-        best = error;
-        scales[sub] = static_cast<uint8_t>(scale);
-        mins[sub] = static_cast<uint8_t>(min);
-      }
-    }
-  }
+  const float* xs = x + sub * kAffineSub;
+  const float* ws = w + sub * kAffineSub;
+  int L[kAffineSub];
+  AffineFields fields{scales[sub], mins[sub]};
+  const double present =
+      affine_sub_error(xs, ws, kAffineSub, n_max, d, dmin, fields.scale, fields.min, L);
+  const AffineFit fit = search_affine(xs, ws, kAffineSub, n_max);
+  const AffineFields centre{nearest_level(fit.scale / d, 0, kAffineMaxField),
+                            dmin > 0.0f ? nearest_level(fit.offset / dmin, 0, kAffineMaxField) : 0};
+  best_affine_neighbour(xs, ws, n_max, d, dmin, centre, fields, present, L);
+  scales[sub] = static_cast<uint8_t>(fields.scale);
+  mins[sub] = static_cast<uint8_t>(fields.min);
   quant::k_pack_scale_min(scales, mins, block->scales);
 }
 
 void refit_q6_K_sub_block(const float* x, const float* w, int sub, quant::BlockQ6_K* block) {
-  constexpr int kSub = 16;
-  constexpr SymmetricLevels kLevels{32, 31};
   const float d = fp16_to_fp32(block->d);
   if (d == 0.0f || !std::isfinite(d)) return;
-  const float* xs = x + sub * kSub;
-  const float* ws = w + sub * kSub;
-  int L[kSub];
-  double best =
-      symmetric_error(xs, ws, kSub, kLevels, d * static_cast<float>(block->scales[sub]), L);
+  const float* xs = x + sub * kQ6Sub;
+  const float* ws = w + sub * kQ6Sub;
+  int L[kQ6Sub];
+  int field = block->scales[sub];
+  const double present =
+      symmetric_error(xs, ws, kQ6Sub, kQ6Levels, d * static_cast<float>(field), L);
   const float scale = search_symmetric(
-      xs, ws, kSub, kLevels, [](float v) { return v; }, L);
-  const int field0 = nearest_level(scale / d, -128, 127);
-  for (int field = std::max(-128, field0 - 1); field <= std::min(127, field0 + 1); ++field) {
-    const double error = symmetric_error(xs, ws, kSub, kLevels, d * static_cast<float>(field), L);
-    if (error < best) {
-      best = error;
-      block->scales[sub] = static_cast<int8_t>(field);
-    }
-  }
+      xs, ws, kQ6Sub, kQ6Levels, [](float v) { return v; }, L);
+  best_q6_neighbour(xs, ws, d, nearest_level(scale / d, kQ6FieldMin, kQ6FieldMax), field, present,
+                    L);
+  block->scales[sub] = static_cast<int8_t>(field);
 }
 
 // ---- legacy blocks ----
