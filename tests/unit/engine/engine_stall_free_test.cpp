@@ -65,7 +65,11 @@ TEST_F(EngineStallFreeTest, ATargetChangesTheChunkingNotTheTokens) {
     }
     EXPECT_LE(near_ties, 1);
     EXPECT_GT(last_stats_.step_time.n_steps, 0);
-    EXPECT_GT(last_stats_.step_time.step_s + last_stats_.step_time.prompt_token_s, 0.0);
+    // The fit learned a positive cost for the steps it saw. Which terms carry it depends on the
+    // machine's timings (a fit may pin the fixed or prompt term at 0 and put the cost on the
+    // attended positions), so the test asks only that some term does.
+    const sched::StepTimeEstimate& fit = last_stats_.step_time;
+    EXPECT_GT(fit.step_s + fit.prompt_token_s + fit.decode_sequence_s + fit.attended_token_s, 0.0);
     if (target > 0.0) {
       // The steps beside the decoding streams took one prompt token each (the streams decode
       // 40 tokens while the long prompts wait), and the engine said so once.
