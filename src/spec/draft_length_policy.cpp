@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace llms::spec {
 
@@ -24,12 +25,26 @@ void StepCostModel::observe(int32_t n_tokens, double seconds) {
   if (!(seconds >= 0.0) || !std::isfinite(seconds) || n_tokens < 1 || n_tokens > kMaxTokens) {
     return;
   }
-  if (mean_.empty()) mean_.assign(static_cast<size_t>(kMaxTokens) + 1, -1.0);
-  const auto update = [](double& m, double x) { m = m < 0.0 ? x : m * kForget + x * (1.0 - kForget); };
+  if (mean_.empty()) {
+    mean_.assign(static_cast<size_t>(kMaxTokens) + 1, -1.0);
+    seen_at_.assign(static_cast<size_t>(kMaxTokens) + 1, 0);
+  }
+  const auto update = [](double& m, double x) {
+    m = m < 0.0 ? x : m * kForget + x * (1.0 - kForget);
+  };
   update(mean_[static_cast<size_t>(n_tokens)], seconds);
   if (n_tokens <= kFloorTokens) update(floor_, seconds);
   if (n_tokens >= kSlopeTokens) update(slope_, seconds / n_tokens);
   ++n_;
+  seen_at_[static_cast<size_t>(n_tokens)] = n_;
+}
+
+int64_t StepCostModel::observations_since(int32_t n_tokens) const {
+  if (n_tokens < 1 || n_tokens > kMaxTokens || seen_at_.empty() ||
+      seen_at_[static_cast<size_t>(n_tokens)] == 0) {
+    return std::numeric_limits<int64_t>::max();
+  }
+  return n_ - seen_at_[static_cast<size_t>(n_tokens)];
 }
 
 double StepCostModel::predict(int32_t n_tokens) const {
@@ -58,7 +73,22 @@ double StepCostModel::predict(int32_t n_tokens) const {
   } else if (b < 0.0) {
     b = a / kPriorKnee;
   }
-  return std::max(a, b * n_tokens);
+  const double roofline = std::max(a, b * n_tokens);
+  // A step costs at least what a smaller one measured, and among small steps (below the
+  // slope's sizes) at least the chord between the measured sizes either side: where the cost
+  // jumps (a CPU's GEMM padded past one token) the roofline alone would call every unmeasured
+  // size cheap and the policy would pay a slow probe for each of them.
+  int32_t below = n_tokens - 1;
+  while (below >= 1 && mean_[static_cast<size_t>(below)] < 0.0) --below;
+  if (below < 1) return roofline;
+  const double at_below = mean_[static_cast<size_t>(below)];
+  int32_t above = n_tokens + 1;
+  while (above < kSlopeTokens && mean_[static_cast<size_t>(above)] < 0.0) ++above;
+  if (above >= kSlopeTokens) return std::max(roofline, at_below);
+  const double at_above = mean_[static_cast<size_t>(above)];
+  const double chord =
+      at_below + (at_above - at_below) * (n_tokens - below) / static_cast<double>(above - below);
+  return std::max({roofline, at_below, chord});
 }
 
 DraftLengthPolicy::DraftLengthPolicy(const SpeculativeConfig& config, bool drafting_costs)
@@ -91,14 +121,17 @@ double DraftLengthPolicy::acceptance(int64_t seq_id) const {
   return (a.kept + kPriorTrials * global) / (a.kept + a.rejected + kPriorTrials);
 }
 
-int32_t DraftLengthPolicy::choose(std::span<const int64_t> decoding,
-                                  int32_t n_other_tokens) const {
+int32_t DraftLengthPolicy::choose(std::span<const int64_t> decoding, int32_t n_other_tokens) const {
   const int32_t k_max = config_.num_speculative_tokens;
   const auto n_seqs = static_cast<int32_t>(decoding.size());
   if (!config_.enabled() || n_seqs == 0) return 0;
   if (config_.disable_by_batch_size > 0 && n_seqs > config_.disable_by_batch_size) return 0;
   if (config_.fixed_length) return k_max;
   const int32_t others = std::max(n_other_tokens, 0);
+  // Measure the plain decode step of this batch size before comparing against a guess of it
+  // (header comment). Steps with prompt chunks vary in size too much to probe each one; the
+  // roofline's slope, from prompt chunks, is measured there.
+  if (others == 0 && target_.observations_since(n_seqs) > kReprobeSteps) return 0;
   const auto rate = [&](int32_t k) {
     double tokens = others;
     for (int64_t seq_id : decoding) {
@@ -108,8 +141,8 @@ int32_t DraftLengthPolicy::choose(std::span<const int64_t> decoding,
     double cost = target_.predict(others + n_seqs * (1 + k));
     if (drafting_costs_ && k > 0) {
       // Before the draft's first pass is timed, take it as a third of a target step.
-      const double pass = draft_.n_observations() > 0 ? draft_.predict(n_seqs)
-                                                      : target_.predict(n_seqs) / 3.0;
+      const double pass =
+          draft_.n_observations() > 0 ? draft_.predict(n_seqs) : target_.predict(n_seqs) / 3.0;
       cost += k * pass;
     }
     return tokens / cost;

@@ -5,12 +5,15 @@
 // gives num_speculative_tokens; a memory-bound step with high acceptance speculates, a
 // compute-bound one does not (32 sequences), low acceptance lowers k, expensive draft passes
 // stop it; acceptance starts at the global rate (0.7), one early rejection does not stop a
-// sequence, and observe_no_drafts() drifts a sequence back to the global rate.
+// sequence, and observe_no_drafts() drifts a sequence back to the global rate. The plain step's
+// cost is measured (a probe without drafts) before speculating is preferred to it, and again
+// every kReprobeSteps steps.
 #include "spec/draft_length_policy.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -36,7 +39,7 @@ TEST(StepCostModel, OtherSizesFollowTheFittedRoofline) {
   StepCostModel m;
   m.observe(1, a);
   m.observe(128, b * 128);
-  EXPECT_NEAR(m.predict(2), a, 1e-12);   // below the knee: the floor
+  EXPECT_NEAR(m.predict(2), a, 1e-12);  // below the knee: the floor
   EXPECT_NEAR(m.predict(5), a, 1e-12);
   EXPECT_NEAR(m.predict(16), b * 16, 1e-12);  // past it: the arithmetic
   EXPECT_NEAR(m.predict(300), b * 300, 1e-12);
@@ -59,6 +62,36 @@ TEST(StepCostModel, AMissingHalfOfTheRooflineComesFromThePriorKnee) {
   middle.observe(16, 0.032);
   EXPECT_NEAR(middle.predict(32), 0.064, 1e-12);
   EXPECT_NEAR(middle.predict(4), 0.002 * StepCostModel::kPriorKnee, 1e-12);
+}
+
+TEST(StepCostModel, OnlyOneTokenStepsMeasureTheFloorAndEachSizeCountsItsAge) {
+  // An AVX2 CPU: a 2-token step runs the padded GEMM and costs ~4x a one-token step.
+  StepCostModel m;
+  EXPECT_EQ(m.observations_since(1), std::numeric_limits<int64_t>::max());
+  m.observe(2, 0.145);
+  m.observe(128, 0.0085 * 128);
+  // The 2-token step is not the floor: one token is guessed from the prompt's slope.
+  EXPECT_NEAR(m.predict(1), 0.0085 * StepCostModel::kPriorKnee, 1e-12);
+  EXPECT_EQ(m.observations_since(1), std::numeric_limits<int64_t>::max());  // never seen
+  m.observe(1, 0.039);
+  EXPECT_DOUBLE_EQ(m.predict(1), 0.039);
+  EXPECT_EQ(m.observations_since(1), 0);
+  EXPECT_EQ(m.observations_since(2), 2);
+  // An unmeasured size costs at least a smaller measured one (the roofline says 0.039).
+  EXPECT_NEAR(m.predict(3), 0.145, 1e-12);
+  m.observe(7, 0.154);
+  EXPECT_EQ(m.observations_since(1), 1);
+  EXPECT_EQ(m.observations_since(0), std::numeric_limits<int64_t>::max());  // out of range
+  // Between measured small sizes: the chord.
+  EXPECT_NEAR(m.predict(4), 0.145 + (0.154 - 0.145) * 2.0 / 5.0, 1e-12);
+  // Past the last measured small size: at least that size's cost, or the roofline's.
+  EXPECT_NEAR(m.predict(9), 0.154, 1e-12);
+  EXPECT_NEAR(m.predict(40), 0.0085 * 40, 1e-12);
+  // Chords span small sizes only: a prompt chunk's cost does not lift a small step's.
+  StepCostModel flat;
+  flat.observe(1, 0.025);
+  flat.observe(512, 0.0011 * 512);
+  EXPECT_NEAR(flat.predict(5), 0.025, 1e-12);
 }
 
 SpeculativeConfig ngram(int32_t k) {
@@ -158,6 +191,45 @@ TEST(DraftLengthPolicy, ExpensiveDraftPassesStopSpeculation) {
   }
   EXPECT_EQ(costly.choose(one), 0);
   EXPECT_GT(cheap.choose(one), 0);
+}
+
+TEST(DraftLengthPolicy, ThePlainStepIsMeasuredBeforeSpeculatingIsPreferredToIt) {
+  // Measured on a 2-core AVX2 EPYC, 1.5B target: 1 token 39 ms, 2-7 tokens 145-154 ms (the
+  // GEMM padded to 8 activation rows), prompt chunks 8.5 ms a token, draft passes 15 ms. A
+  // policy that had only seen speculating steps guessed the plain step from the floor and
+  // speculated at 0.72x of plain.
+  SpeculativeConfig c = ngram(6);
+  DraftLengthPolicy p(c, true);
+  const std::vector<int64_t> one = {1};
+  p.observe_target_step(128, 0.0085 * 128);                      // the prompt
+  for (int i = 0; i < 30; ++i) p.observe_verification(1, 6, 5);  // drafts are mostly kept
+  for (int32_t t = 2; t <= 7; ++t) p.observe_target_step(t, 0.145 + 0.0015 * (t - 2));
+  for (int i = 0; i < 10; ++i) p.observe_draft_pass(1, 0.015);
+  EXPECT_EQ(p.choose(one), 0);  // the plain step was never measured: measure it
+  p.observe_target_step(1, 0.039);
+  EXPECT_EQ(p.choose(one), 0);  // now known: speculating loses here
+  // Beside a prompt chunk the step is not probed (its size varies): the estimates decide.
+  EXPECT_EQ(p.choose(one, 100), 0);
+
+  // Memory-bound steps (verification costs about a plain step): after the one probe, speculate.
+  DraftLengthPolicy flat(c, true);
+  flat.observe_target_step(128, 0.0085 * 128);
+  for (int i = 0; i < 30; ++i) flat.observe_verification(1, 6, 5);
+  for (int32_t t = 2; t <= 7; ++t) flat.observe_target_step(t, 0.040 + 0.001 * t);
+  for (int i = 0; i < 10; ++i) flat.observe_draft_pass(1, 0.004);
+  EXPECT_EQ(flat.choose(one), 0);
+  flat.observe_target_step(1, 0.039);
+  EXPECT_GT(flat.choose(one), 0);
+  // It goes on speculating for kReprobeSteps steps; after more, the plain step is timed again.
+  for (int64_t i = 0; i < DraftLengthPolicy::kReprobeSteps; ++i) flat.observe_target_step(5, 0.045);
+  EXPECT_GT(flat.choose(one), 0);
+  flat.observe_target_step(5, 0.045);
+  EXPECT_EQ(flat.choose(one), 0);
+  flat.observe_target_step(1, 0.039);
+  EXPECT_GT(flat.choose(one), 0);
+  // A fixed length never probes.
+  c.fixed_length = true;
+  EXPECT_EQ(DraftLengthPolicy(c, true).choose(one), 6);
 }
 
 TEST(DraftLengthPolicy, AcceptanceStartsAtTheGlobalRateAndOneRejectionDoesNotStopIt) {

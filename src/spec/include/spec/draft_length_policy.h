@@ -12,8 +12,10 @@
 //   steps of at least kSlopeTokens tokens (prompt chunks); until one of the two is measured it is
 //   taken as the other times (or over) kPriorKnee, a knee at 8 tokens. A step of a few tokens then
 //   costs what one token does, and one past the knee grows with its tokens, as on a CPU where a
-//   decode step reads the weights once and a prompt chunk is bound by arithmetic. Likewise the
-//   draft's pass cost d(T).
+//   decode step reads the weights once and a prompt chunk is bound by arithmetic. An unmeasured
+//   size is never predicted below a smaller measured one, nor, among small steps, below the chord
+//   between the measured sizes either side (costs that jump, as on a CPU whose 2-token step is
+//   4x its 1-token one). Likewise the draft's pass cost d(T).
 // - acceptance: the chance that a draft at a reached position is kept (alpha), counted over all
 //   recent verifications (the global rate, starting at 0.7) and per sequence, where the global
 //   rate stands in for 4 drafts of evidence, so one early rejection does not stop a sequence from
@@ -24,8 +26,13 @@
 // acceptance), so the step's rate, a prompt token counting as much as a generated one, is
 //   (sum_s E_s(k) + P) / (t(P + B (1 + k)) + k d(B)),
 // and the policy takes the k in [1, k_max] that maximises it, if it beats k = 0 by 10 % (0 = no
-// speculation: at high concurrency the step is compute-bound and every draft costs a full token). A fixed limit
-// (disable_by_batch_size) and a fixed length (tests) are available too.
+// speculation: at high concurrency the step is compute-bound and every draft costs a full token).
+// What k = 0 costs is measured, never guessed: a decode-only step of B sequences that was never
+// run without drafts (or not for kReprobeSteps steps) runs without them once. A guess can be far
+// off either way, and one too high keeps a policy drafting forever, since it never runs the plain
+// step that would correct it (an AVX2 CPU, where 2-7 token steps cost 4x a one-token step, saw
+// speculation at 0.72x of plain that way). A fixed limit (disable_by_batch_size) and a fixed
+// length (tests) are available too.
 #pragma once
 
 #include <cstdint>
@@ -42,22 +49,31 @@ namespace llms::spec {
 class StepCostModel {
  public:
   static constexpr int32_t kMaxTokens = 4096;
-  static constexpr int32_t kFloorTokens = 2;   // steps this small measure the floor a
+  // Steps this small measure the floor a. Only one-token steps: on a CPU without VNNI a step of
+  // 2 tokens already runs the GEMM, padded to a group of 8 activation rows, and costs 3-4x a
+  // one-token step (1.5B on an AVX2 EPYC: 39 ms vs 145 ms), so it is no floor.
+  static constexpr int32_t kFloorTokens = 1;
   static constexpr int32_t kSlopeTokens = 64;  // steps this large measure the slope b
   static constexpr double kPriorKnee = 8.0;    // a = b kPriorKnee until both are measured
   void observe(int32_t n_tokens, double seconds);
   double predict(int32_t n_tokens) const;
   int64_t n_observations() const { return n_; }
+  // Observations of any size since the last one of this size (the int64_t maximum if never).
+  int64_t observations_since(int32_t n_tokens) const;
 
  private:
-  std::vector<double> mean_;  // by size; < 0: not measured
-  double floor_ = -1.0;       // a; < 0: not measured
-  double slope_ = -1.0;       // b; < 0: not measured
+  std::vector<double> mean_;      // by size; < 0: not measured
+  std::vector<int64_t> seen_at_;  // by size: n_ after its last observation; 0: never
+  double floor_ = -1.0;           // a; < 0: not measured
+  double slope_ = -1.0;           // b; < 0: not measured
   int64_t n_ = 0;
 };
 
 class DraftLengthPolicy {
  public:
+  // Target steps after which a decode-only batch size's plain step is measured again.
+  static constexpr int64_t kReprobeSteps = 200;
+
   // drafting_costs: the proposer runs a model (a draft), so each draft position costs a pass.
   DraftLengthPolicy(const SpeculativeConfig& config, bool drafting_costs);
 
