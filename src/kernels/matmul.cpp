@@ -236,8 +236,9 @@ struct ActView {
 struct Activations {
   ActView rows;
   ActView groups;
-  const ActView& for_kernel(const Kernel& kernel) const {
-    return groups.a != nullptr && is_interleaved_kind(kernel.act) ? groups : rows;
+  // What a tile function reading activations of this kind takes.
+  const ActView& view(ActKind act) const {
+    return groups.a != nullptr && is_interleaved_kind(act) ? groups : rows;
   }
   static bool is_interleaved_kind(ActKind act) {
     return act == ActKind::kQ8x8 || act == ActKind::kQ8Kx8;
@@ -312,6 +313,7 @@ Activations prepare_activations(ActKind act, int64_t n_cols, const float* x, int
 struct Plan {
   const QuantMatrix* w = nullptr;
   const Kernel* kernel = nullptr;
+  ActKind act = ActKind::kF32;  // the activation form fn reads
   float* y = nullptr;
   int64_t y_stride = 0;
   int tile_rows = 1;
@@ -326,7 +328,10 @@ Plan make_plan(const QuantMatrix& w, float* y, int64_t y_stride, int64_t m, Isa 
   p.kernel = find_kernel(w, isa);
   p.y = y;
   p.y_stride = m == 1 ? w.n_rows : y_stride;
-  const bool is_gemv = m == 1;
+  // A few activation rows may go through the GEMV tile one at a time (Kernel::gemv_max_m): the
+  // same results, since a GEMM row equals its GEMV bit for bit.
+  const bool is_gemv = m <= p.kernel->gemv_max_m;
+  p.act = is_gemv ? row_form(p.kernel->act) : p.kernel->act;
   p.tile_rows = is_gemv ? p.kernel->gemv_rows : p.kernel->gemm_rows;
   p.tile_cols = is_gemv ? 1 : p.kernel->gemm_cols;
   p.fn = is_gemv ? p.kernel->gemv : p.kernel->gemm;
@@ -342,7 +347,7 @@ constexpr size_t kHeadPrefetchBytes = 4096;
 // small enough to stay in L2, each walked by every weight tile of the range.
 void run_block(const Plan& p, const Activations& acts, int64_t r0, int64_t r1, int64_t i0,
                int64_t i1) {
-  const ActView& act = acts.for_kernel(*p.kernel);
+  const ActView& act = acts.view(p.act);
   const QuantMatrix& w = *p.w;
   const int64_t act_chunk = std::max<int64_t>(
       p.tile_cols, static_cast<int64_t>(kActChunkBytes / act.a_stride) / p.tile_cols * p.tile_cols);
@@ -453,7 +458,7 @@ void matmul(const QuantMatrix& w, const float* x, int64_t m, int64_t x_stride, f
   if (w.n_cols == 0) return zero_rows(w, m, y, m == 1 ? w.n_rows : y_stride);
   const Plan plan = make_plan(w, y, y_stride, m, isa);
   const Activations act =
-      prepare_activations(plan.kernel->act, w.n_cols, x, m, x_stride, pool, scratch, isa);
+      prepare_activations(plan.act, w.n_cols, x, m, x_stride, pool, scratch, isa);
   run_plan(plan, act, m, pool);
 }
 
@@ -483,9 +488,9 @@ void matmul_many(std::span<const MatmulTarget> targets, const float* x, int64_t 
   bool enough_rows = true;
   for (size_t j = 0; fusable && j < n; ++j) {
     plans[j] = make_plan(targets[j].w, targets[j].y, targets[j].y_stride, m, isa);
-    fusable = row_form(plans[j].kernel->act) == row_form(plans[0].kernel->act);
-    if (j == 0 || Activations::is_interleaved_kind(plans[j].kernel->act)) {
-      act_kind = plans[j].kernel->act;
+    fusable = row_form(plans[j].act) == row_form(plans[0].act);
+    if (j == 0 || Activations::is_interleaved_kind(plans[j].act)) {
+      act_kind = plans[j].act;
     }
     first_tile[j + 1] = first_tile[j] + plans[j].n_row_tiles;
     enough_rows = enough_rows && plans[j].n_row_tiles >= pool.size();
