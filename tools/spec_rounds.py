@@ -13,7 +13,8 @@ plain run's (greedy): `same_text` says whether it did.
 
 Workloads: `code` (write new code: the draft model's case) and `edit` (rewrite code given in the
 prompt, whose answer repeats it: the prompt-lookup case). Configurations: plain, ngram, draft
-(full head) and draft-v32k (the draft's head over the first 32,768 token ids), k = --k.
+(full head), draft-v32k (the draft's head over the first 32,768 token ids) and draft-v32k-tree
+(that draft proposing a token tree of up to k nodes, --tree-width branches per level), k = --k.
 Prints {"workloads": {name: {config: {"decode_tok_s": median, "ratio_vs_plain": median of the
 per-round ratios, "acceptance": ..., "tokens_per_target_pass": ..., "same_text": ...}}}}.
 
@@ -168,6 +169,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--n", type=int, default=256, help="tokens to generate")
     ap.add_argument("--k", type=int, default=4, help="draft length")
+    ap.add_argument("--tree-width", type=int, default=2,
+                    help="branches per level for the draft-v32k-tree configuration")
     ap.add_argument("--workloads", default="code,edit")
     ap.add_argument("--configs", default="plain,ngram,draft,draft-v32k")
     ap.add_argument("--llama-spec", help="llama-speculative-simple, run on the code workload")
@@ -185,6 +188,9 @@ def main():
         "draft": ["--draft-model", args.draft, "--num-speculative-tokens", k],
         "draft-v32k": ["--draft-model", args.draft, "--num-speculative-tokens", k,
                        "--draft-vocab-size", "32768"],
+        "draft-v32k-tree": ["--draft-model", args.draft, "--num-speculative-tokens", k,
+                            "--draft-vocab-size", "32768",
+                            "--draft-tree-width", str(args.tree_width)],
     }
     wanted = args.configs.split(",")
     configs = {name: extra for name, extra in configs.items() if name in wanted}
