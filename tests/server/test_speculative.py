@@ -1,7 +1,7 @@
 """Speculative decoding and fault isolation through `llmserve serve` (label `server`).
 
-- Greedy completions are the same text with prompt-lookup speculation as without it, and the
-  server counts drafts under vLLM's metric names; a request's num_speculative_tokens turns
+- Greedy completions are the same text with prompt-lookup speculation (a fixed draft length) as
+  without it, and the server counts drafts under vLLM's metric names; a request's num_speculative_tokens turns
   drafting off (0) or caps it, and out of range is a 400 naming it.
 - A fault inside an engine step (injected with the hidden --debug-fault-token-id: a step holding
   that token id fails inside the model run, as a failing kernel would) ends only the request
@@ -83,7 +83,11 @@ def main():
         expected = texts(plain)
         assert plain.stop() == 0
 
+    # A fixed draft length: the load-adaptive policy decides from measured step times whether
+    # drafting pays (under a sanitizer or a loaded machine it may not), and the counters below
+    # need drafts.
     with harness.Server(binary, "--speculative-method", "ngram", "--num-speculative-tokens", "4",
+                        "--speculative-config", '{"fixed_length": true}',
                         "--debug-fault-token-id", str(POISON)) as srv:
         got = texts(srv)
         assert got == expected, (got, expected)

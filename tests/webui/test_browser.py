@@ -355,7 +355,9 @@ def check_dashboard(page, srv):
 
 def check_dashboard_speculative(browser, binary):
     """With speculative decoding on, the dashboard shows its acceptance (hidden otherwise)."""
-    with Server(binary, "--speculative-method", "ngram") as srv:
+    # A fixed draft length, so drafts happen however fast this machine's steps are.
+    with Server(binary, "--speculative-method", "ngram", "--speculative-config",
+                '{"fixed_length": true}') as srv:
         page = browser.new_page()
         page.goto(f"http://127.0.0.1:{srv.port}/dashboard")
         page.wait_for("Number(document.body.dataset.scrapes) >= 1", timeout=30)
