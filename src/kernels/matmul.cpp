@@ -328,13 +328,19 @@ Plan make_plan(const QuantMatrix& w, float* y, int64_t y_stride, int64_t m, Isa 
   p.kernel = find_kernel(w, isa);
   p.y = y;
   p.y_stride = m == 1 ? w.n_rows : y_stride;
-  // A few activation rows may go through the GEMV tile one at a time (Kernel::gemv_max_m): the
-  // same results, since a GEMM row equals its GEMV bit for bit.
-  const bool is_gemv = m <= p.kernel->gemv_max_m;
-  p.act = is_gemv ? row_form(p.kernel->act) : p.kernel->act;
-  p.tile_rows = is_gemv ? p.kernel->gemv_rows : p.kernel->gemm_rows;
-  p.tile_cols = is_gemv ? 1 : p.kernel->gemm_cols;
-  p.fn = is_gemv ? p.kernel->gemv : p.kernel->gemm;
+  const bool is_gemv = m == 1;
+  if (!is_gemv && m <= p.kernel->small_max_m) {
+    // A few activation rows (Kernel::small): the GEMV's activation form and results.
+    p.act = row_form(p.kernel->act);
+    p.tile_rows = p.kernel->small_rows;
+    p.tile_cols = p.kernel->small_cols;
+    p.fn = p.kernel->small;
+  } else {
+    p.act = p.kernel->act;
+    p.tile_rows = is_gemv ? p.kernel->gemv_rows : p.kernel->gemm_rows;
+    p.tile_cols = is_gemv ? 1 : p.kernel->gemm_cols;
+    p.fn = is_gemv ? p.kernel->gemv : p.kernel->gemm;
+  }
   p.n_row_tiles = (w.n_rows + p.tile_rows - 1) / p.tile_rows;
   return p;
 }

@@ -118,16 +118,24 @@ struct Kernel {
   int gemm_cols;
   TileFn gemv;
   TileFn gemm;
-  // Calls of at most this many activation rows run the GEMV tile on each row in turn (a weight
-  // tile is read from memory once, then from L1) instead of the GEMM. Where the GEMM pads its
-  // activation rows to a group of 8 and is compute-bound, as the AVX2 K-quant tiles, 2 rows cost
-  // about what 8 do: 1.5B Q4_K_M on an AVX2 EPYC, 2-token step 145 ms vs 39 ms for one token.
-  int gemv_max_m = 1;
+  // Calls of 2..small_max_m activation rows run `small` instead of the GEMM: tiles of up to
+  // small_rows weight rows x small_cols activation rows over the GEMV's activation form (rows,
+  // not interleaved), each weight block read from memory once and unpacked once for them all.
+  // Where the GEMM pads its activation rows to a group of 8 and is compute-bound, as the AVX2
+  // K-quant tiles, 2 rows cost about what 8 do (1.5B Q4_K_M on an AVX2 EPYC: a 2-token step
+  // 145 ms vs 36 ms for one). A small tile's results equal the GEMV's bit for bit.
+  int small_max_m = 1;
+  int small_rows = 0;
+  int small_cols = 0;
+  TileFn small = nullptr;
 };
 
-// kernel running calls of up to max_m activation rows through its GEMV tile.
-constexpr Kernel with_gemv_max_m(Kernel kernel, int max_m) {
-  kernel.gemv_max_m = max_m;
+// kernel with a tile for calls of 2..max_m activation rows (Kernel::small).
+constexpr Kernel with_small_calls(Kernel kernel, int max_m, int rows, int cols, TileFn small) {
+  kernel.small_max_m = max_m;
+  kernel.small_rows = rows;
+  kernel.small_cols = cols;
+  kernel.small = small;
   return kernel;
 }
 
@@ -137,7 +145,7 @@ constexpr Kernel with_gemm(Kernel kernel, int gemm_rows, int gemm_cols, TileFn g
   kernel.gemm_rows = gemm_rows;
   kernel.gemm_cols = gemm_cols;
   kernel.gemm = gemm;
-  kernel.gemv_max_m = 1;  // a new GEMM has its own cost at small m
+  kernel.small_max_m = 1;  // a new GEMM has its own cost at small m
   return kernel;
 }
 

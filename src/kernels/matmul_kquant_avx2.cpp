@@ -17,7 +17,10 @@
 // (kernels/row_pairs.h) take the 2-row pass over one address-ordered stream instead. The GEMMs have
 // their own tiles (q6k_gemm_tile, q45k_gemm_tile: 8 weight rows x 32 activation rows against
 // interleaved ActQ8Kx8 groups, no horizontal sums), with the GEMV's integers and final f32
-// operations, so a GEMM row equals the GEMV of that row bit for bit.
+// operations, so a GEMM row equals the GEMV of that row bit for bit. Calls of 2-8 activation
+// rows take neither: the GEMM would pad them to 8 rows, so small tiles (q45k_small_tile,
+// q6k_small_tile) unpack each weight block once for up to 4 row-form activation rows, with the
+// GEMV's results.
 //
 // A GEMM tile walks the super-blocks in its outer loop and its weight rows in the inner one: a
 // super-block of 32 activation rows is 9 KiB, so the rows after the first find it in L1. One row
@@ -221,6 +224,176 @@ void q6k_gemv_tile(const Tile& t) {
 
 constexpr int kGemvRows = 2;
 
+// ---- Small calls: R (1, or 2 for a row pair) weight rows x A (<= 4) activation rows ----
+//
+// The GEMV's work with each weight block unpacked once for the A activation rows (calls of a few
+// rows, Kernel::small): per (weight row, super-block) the A rows' int32 sums are reduced
+// into one xmm (lanes = activation rows) and the f32 step runs lane by lane with the GEMV's
+// expressions (d * da, (dmin * da) * summ, the fma, the add), so each result equals that
+// activation row's GEMV bit for bit.
+constexpr int kSmallCols = 4;
+
+// The activation rows' blocks b of a small tile; rows past n_a repeat row 0 (computed, dropped).
+template <int A>
+inline void small_act_blocks(const Tile& t, int64_t b, const ActQ8K* (&a)[A]) {
+  for (int i = 0; i < A; ++i) {
+    const int row = i < t.n_a ? i : 0;
+    a[i] = reinterpret_cast<const ActQ8K*>(t.a + static_cast<size_t>(row) * t.a_stride) + b;
+  }
+}
+
+template <int A>
+inline __m128 small_act_scales(const ActQ8K* const (&a)[A]) {
+  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int i = 0; i < A; ++i) d[i] = a[i]->d;
+  return _mm_loadu_ps(d);
+}
+
+template <int R>
+inline void store_small(const Tile& t, const __m128 (&acc)[R]) {
+  for (int r = 0; r < R; ++r) {
+    alignas(16) float out[4];
+    _mm_store_ps(out, acc[r]);
+    for (int i = 0; i < t.n_a; ++i) t.y[i * t.y_stride + r] = out[i];
+  }
+}
+
+// q45k_block for A activation rows: the weight's groups unpacked once.
+template <bool kFiveBit, int A>
+inline void q45k_block_small(const uint8_t* block, const ActQ8K* const (&a)[A],
+                             const __m128i (&group_sums)[A], __m256i (&sums)[4],
+                             __m128i (&mins)[4]) {
+  using F = Q45K<kFiveBit>;
+  const ScaleMin sm = unpack_scale_min(block + 4);
+  const __m256i scales = _mm256_broadcastsi128_si256(
+      _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.scale))));
+  const __m128i min16 =
+      _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.min)));
+  for (int i = 0; i < 4; ++i) {
+    sums[i] = _mm256_setzero_si256();
+    mins[i] = i < A ? _mm_madd_epi16(min16, group_sums[i]) : _mm_setzero_si128();
+  }
+  const uint8_t* qs = block + F::kQsOffset;
+  __m256i high = _mm256_setzero_si256();
+  if constexpr (kFiveBit) high = loadu256(block + 16);
+  for (int j2 = 0; j2 < 4; ++j2) {
+    __m256i lo, hi;
+    F::group_pair(qs, high, j2, &lo, &hi);
+    const __m256i sc0 = pick(scales, kScalePick.control[2 * j2]);
+    const __m256i sc1 = pick(scales, kScalePick.control[2 * j2 + 1]);
+    for (int i = 0; i < A; ++i) {
+      const __m256i p0 = _mm256_maddubs_epi16(lo, loadu256(a[i]->qs + 64 * j2));
+      const __m256i p1 = _mm256_maddubs_epi16(hi, loadu256(a[i]->qs + 64 * j2 + 32));
+      sums[i] = _mm256_add_epi32(
+          sums[i], _mm256_add_epi32(_mm256_madd_epi16(p0, sc0), _mm256_madd_epi16(p1, sc1)));
+    }
+  }
+}
+
+template <bool kFiveBit, int R, int A, bool kPairs>
+void q45k_small_tile(const Tile& t) {
+  using F = Q45K<kFiveBit>;
+  const int64_t n_blocks = t.n_cols / quant::kQK_K;
+  const __m128 sign_bit = _mm_set1_ps(-0.0f);
+  __m128 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const ActQ8K* a[A];
+    small_act_blocks<A>(t, b, a);
+    __m128i group_sums[A];
+    for (int i = 0; i < A; ++i) group_sums[i] = act_group_sums(*a[i]);
+    const __m128 da = small_act_scales<A>(a);
+    const uint8_t* block0 = row_block<kPairs>(t, 0, b, F::kBytes);
+    if constexpr (kPairs) {
+      prefetch(block0 + kPairPrefetchBytes, 2 * F::kBytes);
+    } else {
+      for (int r = 0; r < R; ++r) prefetch(block0 + (r + R) * t.w_stride, F::kBytes);
+    }
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* block = row_block<kPairs>(t, r, b, F::kBytes);
+      __m256i s[4];
+      __m128i m[4];
+      q45k_block_small<kFiveBit, A>(block, a, group_sums, s, m);
+      const __m128i sumi = reduce4(s[0], s[1], s[2], s[3]);
+      const __m128i summ = _mm_hadd_epi32(_mm_hadd_epi32(m[0], m[1]), _mm_hadd_epi32(m[2], m[3]));
+      const __m128 d = _mm_set1_ps(load_f16(block));
+      const __m128 dmin = _mm_set1_ps(load_f16(block + 2));
+      // Lane by lane the GEMV's acc + fma(d * da, sumi, -((dmin * da) * summ)).
+      const __m128 mt =
+          _mm_xor_ps(_mm_mul_ps(_mm_mul_ps(dmin, da), _mm_cvtepi32_ps(summ)), sign_bit);
+      acc[r] = _mm_add_ps(acc[r], _mm_fmadd_ps(_mm_mul_ps(d, da), _mm_cvtepi32_ps(sumi), mt));
+    }
+  }
+  store_small<R>(t, acc);
+}
+
+// q6k_block for A activation rows: the weight's values unpacked once.
+template <int A>
+inline void q6k_block_small(const uint8_t* block, const ActQ8K* const (&a)[A], __m256i (&sums)[4]) {
+  const uint8_t* ql = block;
+  const uint8_t* qh = block + 128;
+  const uint8_t* sc = block + 192;
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  const __m256i sc16 = _mm256_cvtepi8_epi16(loadu128(sc));
+  for (int i = 0; i < 4; ++i) sums[i] = _mm256_setzero_si256();
+  for (int h = 0; h < 2; ++h) {
+    const __m256i scales = _mm256_broadcastsi128_si256(
+        _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8 * h))));
+    const __m256i hbits = loadu256(qh + 32 * h);
+    const __m256i raw0 = loadu256(ql + 64 * h);
+    const __m256i raw1 = loadu256(ql + 64 * h + 32);
+    const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(raw0, m4),
+                                          _mm256_and_si256(_mm256_slli_epi16(hbits, 4), m30)),
+                          _mm256_or_si256(_mm256_and_si256(raw1, m4),
+                                          _mm256_and_si256(_mm256_slli_epi16(hbits, 2), m30)),
+                          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw0, 4), m4),
+                                          _mm256_and_si256(hbits, m30)),
+                          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw1, 4), m4),
+                                          _mm256_and_si256(_mm256_srli_epi16(hbits, 2), m30))};
+    for (int g = 0; g < 4; ++g) {
+      const __m256i scale = pick(scales, kScalePick6.control[g]);
+      for (int i = 0; i < A; ++i) {
+        const __m256i p = _mm256_maddubs_epi16(q[g], loadu256(a[i]->qs + 32 * (4 * h + g)));
+        sums[i] = _mm256_add_epi32(sums[i], _mm256_madd_epi16(p, scale));
+      }
+    }
+  }
+  // -32 * sum_k sc_k * bsums_k, per activation row.
+  for (int i = 0; i < A; ++i) {
+    const __m256i offset = _mm256_madd_epi16(sc16, loadu256(a[i]->bsums));
+    sums[i] = _mm256_sub_epi32(sums[i], _mm256_slli_epi32(offset, 5));
+  }
+}
+
+template <int R, int A, bool kPairs>
+void q6k_small_tile(const Tile& t) {
+  const int64_t n_blocks = t.n_cols / quant::kQK_K;
+  __m128 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const ActQ8K* a[A];
+    small_act_blocks<A>(t, b, a);
+    const __m128 da = small_act_scales<A>(a);
+    const uint8_t* block0 = row_block<kPairs>(t, 0, b, Q6K::kBytes);
+    if constexpr (kPairs) {
+      prefetch(block0 + kPairPrefetchBytes, 2 * Q6K::kBytes);
+    } else {
+      for (int r = 0; r < R; ++r) prefetch(block0 + (r + R) * t.w_stride, Q6K::kBytes);
+    }
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* block = row_block<kPairs>(t, r, b, Q6K::kBytes);
+      __m256i s[4];
+      q6k_block_small<A>(block, a, s);
+      const __m128i sumi = reduce4(s[0], s[1], s[2], s[3]);
+      const __m128 d = _mm_set1_ps(load_f16(block + 208));
+      // Lane by lane the GEMV's fma(d * da, sumi, acc).
+      acc[r] = _mm_fmadd_ps(_mm_mul_ps(d, da), _mm_cvtepi32_ps(sumi), acc[r]);
+    }
+  }
+  store_small<R>(t, acc);
+}
+
 // ---- Q6_K GEMM against interleaved activations (ActQ8Kx8) ----
 //
 // Tile: R weight rows x NG groups of 8 activation rows, the rows one after another within each
@@ -411,6 +584,21 @@ void q6k_pairs_gemv(const Tile& t) {
   dispatch_tile<2, 1>(t, [&t](auto r, auto) { q6k_gemv_tile<decltype(r)::value, true>(t); });
 }
 
+// Small calls: one weight row (the row layout) or one pair (kPairs) x up to 4 activation rows.
+template <bool kFiveBit, bool kPairs = false>
+void q45k_small(const Tile& t) {
+  dispatch_tile<kPairs ? 2 : 1, kSmallCols>(t, [&t](auto r, auto a) {
+    q45k_small_tile<kFiveBit, decltype(r)::value, decltype(a)::value, kPairs>(t);
+  });
+}
+
+template <bool kPairs = false>
+void q6k_small(const Tile& t) {
+  dispatch_tile<kPairs ? 2 : 1, kSmallCols>(t, [&t](auto r, auto a) {
+    q6k_small_tile<decltype(r)::value, decltype(a)::value, kPairs>(t);
+  });
+}
+
 void q6k_gemv(const Tile& t) {
   if (t.n_cols <= kGemvRowByRowMaxCols) {
     return gemv_row_by_row(t, [](const Tile& row) { q6k_gemv_tile<1>(row); });
@@ -418,29 +606,32 @@ void q6k_gemv(const Tile& t) {
   dispatch_tile<kGemvRows, 1>(t, [&t](auto r, auto) { q6k_gemv_tile<decltype(r)::value>(t); });
 }
 
-// Calls of up to this many activation rows take the GEMV tile row by row (Kernel::gemv_max_m):
-// the GEMM pads them to a group of 8 and is compute-bound, so on the 1.5B (AVX2 EPYC, 2 threads)
-// a step of 2-8 tokens cost 145-160 ms against 36 ms for one. Row by row each further row adds
-// ~22 ms: 2 / 3 / 4 / 5 / 6 tokens 57 / 80 / 103 / 125 / 156 ms, level with the GEMM at 6.
-constexpr int kGemvMaxM = 5;
+// Calls of 2..kSmallMaxM activation rows take the small tiles (Kernel::small) instead of the
+// GEMM, which pads them to a group of 8 and is compute-bound: on the 1.5B (AVX2 EPYC, 2 threads)
+// a step of 2-8 tokens cost 140-146 ms against 34-36 ms for one; with the small tiles 2 / 3 / 4 /
+// 6 / 8 tokens take 52-55 / 70-75 / 76-82 / 128-142 / 147-151 ms, and 8 decoding sequences ran
+// at 48.7 tok/s against the GEMM's 35-41 (bench-engine; docs/PERF.md, session 24).
+constexpr int kSmallMaxM = 8;
 
-constexpr Kernel kQ4_K = with_gemv_max_m(
+constexpr Kernel kQ4_K = with_small_calls(
     {ActKind::kQ8Kx8, kGemvRows, kGemmRows, 8 * kGemmGroups, &q45k_gemv<false>, &q45k_gemm<false>},
-    kGemvMaxM);
-constexpr Kernel kQ5_K = with_gemv_max_m(
+    kSmallMaxM, 1, kSmallCols, &q45k_small<false>);
+constexpr Kernel kQ5_K = with_small_calls(
     {ActKind::kQ8Kx8, kGemvRows, kGemmRows, 8 * kGemmGroups, &q45k_gemv<true>, &q45k_gemm<true>},
-    kGemvMaxM);
-constexpr Kernel kQ6_K = with_gemv_max_m(
-    {ActKind::kQ8Kx8, kGemvRows, kGemmRows, 8 * kGemmGroups, &q6k_gemv, &q6k_gemm<>}, kGemvMaxM);
+    kSmallMaxM, 1, kSmallCols, &q45k_small<true>);
+constexpr Kernel kQ6_K = with_small_calls(
+    {ActKind::kQ8Kx8, kGemvRows, kGemmRows, 8 * kGemmGroups, &q6k_gemv, &q6k_gemm<>}, kSmallMaxM, 1,
+    kSmallCols, &q6k_small<>);
 
-constexpr Kernel kPairsQ4_K = with_gemv_max_m({ActKind::kQ8Kx8, 2, kGemmRows, 8 * kGemmGroups,
-                                               &q45k_pairs_gemv<false>, &q45k_gemm<false, true>},
-                                              kGemvMaxM);
-constexpr Kernel kPairsQ5_K = with_gemv_max_m({ActKind::kQ8Kx8, 2, kGemmRows, 8 * kGemmGroups,
-                                               &q45k_pairs_gemv<true>, &q45k_gemm<true, true>},
-                                              kGemvMaxM);
-constexpr Kernel kPairsQ6_K = with_gemv_max_m(
-    {ActKind::kQ8Kx8, 2, kGemmRows, 8 * kGemmGroups, &q6k_pairs_gemv, &q6k_gemm<true>}, kGemvMaxM);
+constexpr Kernel kPairsQ4_K = with_small_calls({ActKind::kQ8Kx8, 2, kGemmRows, 8 * kGemmGroups,
+                                                &q45k_pairs_gemv<false>, &q45k_gemm<false, true>},
+                                               kSmallMaxM, 2, kSmallCols, &q45k_small<false, true>);
+constexpr Kernel kPairsQ5_K = with_small_calls({ActKind::kQ8Kx8, 2, kGemmRows, 8 * kGemmGroups,
+                                                &q45k_pairs_gemv<true>, &q45k_gemm<true, true>},
+                                               kSmallMaxM, 2, kSmallCols, &q45k_small<true, true>);
+constexpr Kernel kPairsQ6_K = with_small_calls(
+    {ActKind::kQ8Kx8, 2, kGemmRows, 8 * kGemmGroups, &q6k_pairs_gemv, &q6k_gemm<true>}, kSmallMaxM,
+    2, kSmallCols, &q6k_small<true>);
 
 }  // namespace
 
