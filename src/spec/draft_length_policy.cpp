@@ -94,6 +94,22 @@ double StepCostModel::predict(int32_t n_tokens) const {
 DraftLengthPolicy::DraftLengthPolicy(const SpeculativeConfig& config, bool drafting_costs)
     : config_(config), drafting_costs_(drafting_costs) {}
 
+void DraftLengthPolicy::observe_target_step(int32_t n_tokens, double seconds) {
+  if (!target_warm_) {
+    target_warm_ = true;
+    return;
+  }
+  target_.observe(n_tokens, seconds);
+}
+
+void DraftLengthPolicy::observe_draft_pass(int32_t n_tokens, double seconds) {
+  if (!draft_warm_) {
+    draft_warm_ = true;
+    return;
+  }
+  draft_.observe(n_tokens, seconds);
+}
+
 void DraftLengthPolicy::observe_verification(int64_t seq_id, int32_t n_drafted,
                                              int32_t n_accepted) {
   if (n_drafted <= 0) return;

@@ -7,7 +7,8 @@
 // stop it; acceptance starts at the global rate (0.7), one early rejection does not stop a
 // sequence, and observe_no_drafts() drifts a sequence back to the global rate. The plain step's
 // cost is measured (a probe without drafts) before speculating is preferred to it, and again
-// every kReprobeSteps steps.
+// every kReprobeSteps steps, but not beside a prompt chunk; a process's first (cold) step is not
+// learned.
 #include "spec/draft_length_policy.h"
 
 #include <gtest/gtest.h>
@@ -103,6 +104,7 @@ SpeculativeConfig ngram(int32_t k) {
 
 // Measured target steps t(T) = a + b T for every size up to max_t.
 void measure(DraftLengthPolicy& p, double a, double b, int32_t max_t) {
+  p.observe_target_step(1, 1.0);  // the first step is cold: not learned
   for (int32_t t = 1; t <= max_t; ++t) p.observe_target_step(t, a + b * t);
 }
 
@@ -201,6 +203,7 @@ TEST(DraftLengthPolicy, ThePlainStepIsMeasuredBeforeSpeculatingIsPreferredToIt) 
   SpeculativeConfig c = ngram(6);
   DraftLengthPolicy p(c, true);
   const std::vector<int64_t> one = {1};
+  p.observe_target_step(30, 1.0);                                // the cold first step: not learned
   p.observe_target_step(128, 0.0085 * 128);                      // the prompt
   for (int i = 0; i < 30; ++i) p.observe_verification(1, 6, 5);  // drafts are mostly kept
   for (int32_t t = 2; t <= 7; ++t) p.observe_target_step(t, 0.145 + 0.0015 * (t - 2));
@@ -208,11 +211,10 @@ TEST(DraftLengthPolicy, ThePlainStepIsMeasuredBeforeSpeculatingIsPreferredToIt) 
   EXPECT_EQ(p.choose(one), 0);  // the plain step was never measured: measure it
   p.observe_target_step(1, 0.039);
   EXPECT_EQ(p.choose(one), 0);  // now known: speculating loses here
-  // Beside a prompt chunk the step is not probed (its size varies): the estimates decide.
-  EXPECT_EQ(p.choose(one, 100), 0);
 
   // Memory-bound steps (verification costs about a plain step): after the one probe, speculate.
   DraftLengthPolicy flat(c, true);
+  flat.observe_target_step(30, 1.0);
   flat.observe_target_step(128, 0.0085 * 128);
   for (int i = 0; i < 30; ++i) flat.observe_verification(1, 6, 5);
   for (int32_t t = 2; t <= 7; ++t) flat.observe_target_step(t, 0.040 + 0.001 * t);
@@ -230,6 +232,37 @@ TEST(DraftLengthPolicy, ThePlainStepIsMeasuredBeforeSpeculatingIsPreferredToIt) 
   // A fixed length never probes.
   c.fixed_length = true;
   EXPECT_EQ(DraftLengthPolicy(c, true).choose(one), 6);
+}
+
+TEST(DraftLengthPolicy, BesideAPromptChunkThereIsNoProbe) {
+  // Memory-bound steps measured at every size but one token: a decode-only step probes, a step
+  // beside a prompt chunk (whose sizes vary too much to probe each) goes by the estimates.
+  DraftLengthPolicy p(ngram(4), false);
+  p.observe_target_step(1, 1.0);  // cold
+  for (int32_t t = 2; t <= 120; ++t) p.observe_target_step(t, 0.040 + 0.00001 * t);
+  for (int i = 0; i < 30; ++i) p.observe_verification(1, 4, 4);
+  const std::vector<int64_t> one = {1};
+  EXPECT_EQ(p.choose(one), 0);
+  EXPECT_GT(p.choose(one, 4), 0);  // 5-9 token steps all measured flat: draft
+}
+
+TEST(DraftLengthPolicy, TheFirstStepIsNotLearned) {
+  // A process's first step (a 30-token prompt) pays page faults: 1 s, where a decode step takes
+  // 20 ms and verifying a few tokens about as much. Learned, it would put a 7-token step on the
+  // chord to it (0.22 s) and the policy would never draft, so never correct it.
+  const std::vector<int64_t> one = {1};
+  DraftLengthPolicy first(ngram(6), false);
+  first.observe_target_step(30, 1.0);
+  first.observe_target_step(1, 0.020);
+  for (int i = 0; i < 30; ++i) first.observe_verification(1, 6, 6);
+  EXPECT_GT(first.choose(one), 0);
+  // The same slow step after a first one is learned, and then it decides.
+  DraftLengthPolicy later(ngram(6), false);
+  later.observe_target_step(1, 0.020);
+  later.observe_target_step(30, 1.0);
+  later.observe_target_step(1, 0.020);
+  for (int i = 0; i < 30; ++i) later.observe_verification(1, 6, 6);
+  EXPECT_EQ(later.choose(one), 0);
 }
 
 TEST(DraftLengthPolicy, AcceptanceStartsAtTheGlobalRateAndOneRejectionDoesNotStopIt) {

@@ -27,11 +27,11 @@
 //   (sum_s E_s(k) + P) / (t(P + B (1 + k)) + k d(B)),
 // and the policy takes the k in [1, k_max] that maximises it, if it beats k = 0 by 10 % (0 = no
 // speculation: at high concurrency the step is compute-bound and every draft costs a full token).
-// What k = 0 costs is measured, never guessed: a decode-only step of B sequences that was never
-// run without drafts (or not for kReprobeSteps steps) runs without them once. A guess can be far
-// off either way, and one too high keeps a policy drafting forever, since it never runs the plain
-// step that would correct it (an AVX2 CPU, where 2-7 token steps cost 4x a one-token step, saw
-// speculation at 0.72x of plain that way). A fixed limit (disable_by_batch_size) and a fixed
+// What k = 0 costs is measured, never guessed: when no step of B tokens was timed (or none for
+// kReprobeSteps steps), a decode-only step of B sequences runs without drafts once. A guess can be
+// far off either way, and one too high keeps a policy drafting forever, since it never runs the
+// plain step that would correct it (an AVX2 CPU, where 2-7 token steps cost 4x a one-token step,
+// saw speculation at 0.72x of plain that way). A fixed limit (disable_by_batch_size) and a fixed
 // length (tests) are available too.
 #pragma once
 
@@ -77,8 +77,12 @@ class DraftLengthPolicy {
   // drafting_costs: the proposer runs a model (a draft), so each draft position costs a pass.
   DraftLengthPolicy(const SpeculativeConfig& config, bool drafting_costs);
 
-  void observe_target_step(int32_t n_tokens, double seconds) { target_.observe(n_tokens, seconds); }
-  void observe_draft_pass(int32_t n_tokens, double seconds) { draft_.observe(n_tokens, seconds); }
+  // Step and pass times. The first of each is not learned: a process's first forward pass pays
+  // page faults on the mapped weights and cold caches (a 30-token prompt timed at 1 s where
+  // later steps of 7 tokens take 25 ms), and a size's mean, or a chord through it, would carry
+  // that until the size came up again, which a policy that stops drafting never lets happen.
+  void observe_target_step(int32_t n_tokens, double seconds);
+  void observe_draft_pass(int32_t n_tokens, double seconds);
   void observe_verification(int64_t seq_id, int32_t n_drafted, int32_t n_accepted);
   // These sequences decoded without drafts this step: their acceptance estimates drift back
   // toward the prior, so a sequence that once drafted badly is probed again later (its text may
@@ -100,6 +104,8 @@ class DraftLengthPolicy {
 
   SpeculativeConfig config_;
   bool drafting_costs_;
+  bool target_warm_ = false;  // the first target step has run (and was not learned)
+  bool draft_warm_ = false;
   StepCostModel target_;
   StepCostModel draft_;
   Acceptance global_{2.8, 1.2};  // 0.7 until measured
