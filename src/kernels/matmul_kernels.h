@@ -15,8 +15,8 @@
 //           rows (ActQ8x8 below): Tile::a is then the group of activation row 0 (a multiple of
 //           8), Tile::a_stride = n_blocks * sizeof(ActQ8), so group g starts 8 * g * a_stride
 //           bytes on; rows past the matrix's m are zero (d = 0) and their outputs are not written.
-//   kQ8Kx8 - the same for ActQ8K: ActQ8K rows for the GEMV, ActQ8Kx8 groups for the GEMM
-//           (a_stride = n_blocks * sizeof(ActQ8K)).
+//   kQ8Kx8 - the same for ActQ8K: ActQ8K rows for the GEMV and the small-call tiles
+//           (Kernel::small), ActQ8Kx8 groups for the GEMM (a_stride = n_blocks * sizeof(ActQ8K)).
 #pragma once
 
 #include <cstddef>

@@ -233,7 +233,8 @@ constexpr int kGemvRows = 2;
 // activation row's GEMV bit for bit.
 constexpr int kSmallCols = 4;
 
-// The activation rows' blocks b of a small tile; rows past n_a repeat row 0 (computed, dropped).
+// The activation rows' blocks b of a small tile. dispatch_tile makes A = n_a; should a tile ever
+// be wider, rows past n_a repeat row 0 (computed, never stored).
 template <int A>
 inline void small_act_blocks(const Tile& t, int64_t b, const ActQ8K* (&a)[A]) {
   for (int i = 0; i < A; ++i) {

@@ -264,8 +264,8 @@ TEST_P(MatmulConformance, ThreadCountDoesNotChangeResults) {
 
 // Raw random blocks (full weight and scale ranges, large activations) through the GEMM tiles at
 // odd shapes: every row of the GEMM equals that activation row's GEMV bit for bit, and the GEMM
-// matches the scalar kernel. m = 2, 4, 5, 7 run the small-call tiles where a kernel has them (the
-// AVX2 K-quants, up to 8 rows: tiles of 4 activation rows, then the rest). m = 45 spans a full
+// matches the scalar kernel. m = 2, 4, 5, 6, 7, 8 run the small-call tiles where a kernel has them
+// (the AVX2 K-quants, up to 8 rows: tiles of 4 activation rows, then the rest). m = 45 spans a full
 // 32-row tile (the AVX2 GEMMs of Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) plus partial groups, m = 77
 // two full tiles and a group of 5 rows (and for F32/F16/BF16 one full 48-row tile and a partial
 // one); n_rows = 13 leaves partial weight tiles (the 4-row GEMV tiles, the 8-row K-quant GEMM
@@ -283,7 +283,7 @@ TEST_P(MatmulConformance, GemmRowsEqualGemvOnRandomBlocks) {
     randomize_blocks(tc.type, bytes.data() + r * row_bytes, n_cols, rng);
   }
   const QuantMatrix w{tc.type, bytes.data(), n_rows, n_cols, row_bytes};
-  for (int64_t m : {2, 4, 5, 7, 45, 77}) {
+  for (int64_t m : {2, 4, 5, 6, 7, 8, 45, 77}) {
     SCOPED_TRACE("m " + std::to_string(m));
     const std::vector<float> x = gaussian(rng, static_cast<size_t>(m * n_cols), 30.0f);
     const std::vector<float> gemm = run_matmul(w, x, m, n_cols, isa, 2);

@@ -14,8 +14,10 @@
 //     rounding; docs/KERNELS.md states the measured error per type. F32/F16/BF16 weights use
 //     the f32 activations directly.
 //   - m == 1 runs the GEMV path (decode); m > 1 the GEMM path, which reuses each decoded
-//     weight block across a tile of activation rows. Work is split over weight rows on the pool
-//     (over activation rows when there are too few weight rows to go round).
+//     weight block across a tile of activation rows (a few rows, on kernels with small-call
+//     tiles, a tile of the GEMV's activation form with the GEMV's results). Work is split over
+//     weight rows on the pool (over activation rows when there are too few weight rows to go
+//     round).
 //   - Invalid shapes, strides, an unsupported type, or an Isa this CPU cannot run throw
 //     llms::Error(kInvalidArgument / kUnsupported) naming the field; nothing runs then.
 //   - The same scalar reference underlies every Isa, and the SIMD paths differ from it only by
