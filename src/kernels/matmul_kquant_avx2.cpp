@@ -155,32 +155,38 @@ void q45k_gemv_tile(const Tile& t) {
   for (int r = 0; r < R; ++r) t.y[r] = out[r];
 }
 
+// The 128 values of half h (0, 1) of a Q6_K super-block as unsigned bytes (0..63), in 4 groups
+// of 32: group s takes its low 4 bits from ql (low, then high nibbles of two 32-byte runs) and
+// bits 4..5 from bits 2s..2s+1 of qh (16-bit shifts by at most 4 stay within each byte there).
+inline void q6k_half(const uint8_t* ql, const uint8_t* qh, int h, __m256i (&q)[4]) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i m30 = _mm256_set1_epi8(0x30);
+  const __m256i hbits = loadu256(qh + 32 * h);
+  const __m256i raw0 = loadu256(ql + 64 * h);
+  const __m256i raw1 = loadu256(ql + 64 * h + 32);
+  q[0] = _mm256_or_si256(_mm256_and_si256(raw0, m4),
+                         _mm256_and_si256(_mm256_slli_epi16(hbits, 4), m30));
+  q[1] = _mm256_or_si256(_mm256_and_si256(raw1, m4),
+                         _mm256_and_si256(_mm256_slli_epi16(hbits, 2), m30));
+  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw0, 4), m4),
+                         _mm256_and_si256(hbits, m30));
+  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw1, 4), m4),
+                         _mm256_and_si256(_mm256_srli_epi16(hbits, 2), m30));
+}
+
 // One Q6_K super-block of one row: the exact int32 sums of sc_k * (q - 32) * y (8 lanes).
 inline __m256i q6k_block(const uint8_t* block, const ActQ8K& a) {
   const uint8_t* ql = block;
   const uint8_t* qh = block + 128;
   const uint8_t* sc = block + 192;
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i m30 = _mm256_set1_epi8(0x30);
   // -32 * sum_k sc_k * bsums_k
   const __m256i offset = _mm256_madd_epi16(_mm256_cvtepi8_epi16(loadu128(sc)), loadu256(a.bsums));
   __m256i sum = _mm256_setzero_si256();
   for (int h = 0; h < 2; ++h) {
     const __m256i scales = _mm256_broadcastsi128_si256(
         _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8 * h))));
-    const __m256i hbits = loadu256(qh + 32 * h);
-    const __m256i raw0 = loadu256(ql + 64 * h);
-    const __m256i raw1 = loadu256(ql + 64 * h + 32);
-    // Group s of the half: low 4 bits from raw0/raw1 (low, then high nibbles), bits 4..5 from
-    // bits 2s..2s+1 of hbits (16-bit shifts by at most 4 stay within each byte for bits 4..5).
-    const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(raw0, m4),
-                                          _mm256_and_si256(_mm256_slli_epi16(hbits, 4), m30)),
-                          _mm256_or_si256(_mm256_and_si256(raw1, m4),
-                                          _mm256_and_si256(_mm256_slli_epi16(hbits, 2), m30)),
-                          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw0, 4), m4),
-                                          _mm256_and_si256(hbits, m30)),
-                          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw1, 4), m4),
-                                          _mm256_and_si256(_mm256_srli_epi16(hbits, 2), m30))};
+    __m256i q[4];
+    q6k_half(ql, qh, h, q);
     for (int s = 0; s < 4; ++s) {
       const __m256i p = _mm256_maddubs_epi16(q[s], loadu256(a.qs + 32 * (4 * h + s)));
       sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, pick(scales, kScalePick6.control[s])));
@@ -334,24 +340,13 @@ inline void q6k_block_small(const uint8_t* block, const ActQ8K* const (&a)[A], _
   const uint8_t* ql = block;
   const uint8_t* qh = block + 128;
   const uint8_t* sc = block + 192;
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i m30 = _mm256_set1_epi8(0x30);
   const __m256i sc16 = _mm256_cvtepi8_epi16(loadu128(sc));
   for (int i = 0; i < 4; ++i) sums[i] = _mm256_setzero_si256();
   for (int h = 0; h < 2; ++h) {
     const __m256i scales = _mm256_broadcastsi128_si256(
         _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8 * h))));
-    const __m256i hbits = loadu256(qh + 32 * h);
-    const __m256i raw0 = loadu256(ql + 64 * h);
-    const __m256i raw1 = loadu256(ql + 64 * h + 32);
-    const __m256i q[4] = {_mm256_or_si256(_mm256_and_si256(raw0, m4),
-                                          _mm256_and_si256(_mm256_slli_epi16(hbits, 4), m30)),
-                          _mm256_or_si256(_mm256_and_si256(raw1, m4),
-                                          _mm256_and_si256(_mm256_slli_epi16(hbits, 2), m30)),
-                          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw0, 4), m4),
-                                          _mm256_and_si256(hbits, m30)),
-                          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(raw1, 4), m4),
-                                          _mm256_and_si256(_mm256_srli_epi16(hbits, 2), m30))};
+    __m256i q[4];
+    q6k_half(ql, qh, h, q);
     for (int g = 0; g < 4; ++g) {
       const __m256i scale = pick(scales, kScalePick6.control[g]);
       for (int i = 0; i < A; ++i) {
