@@ -149,10 +149,13 @@ class CompiledGrammar {
 
   // What `state` decides alone for an item of count `count`. Lazily computed and cached (per
   // state, and for states in a counted region per abstracted count: within one token the count
-  // grows by at most the token's length, so counts far from both bounds behave alike); safe to
-  // call from several threads. The computation is charged to `budget` (one mask's budget).
+  // grows by at most the token's length, so counts far from both bounds behave alike; and an
+  // entry serves every count whose key agrees with its own up to the largest count its walk
+  // tested, so a region counted to 99 words is walked a few times, not 99); safe to call from
+  // several threads. The computation is charged to `budget` (one mask's budget).
   const StateMaskInfo& mask_info(int32_t state, int32_t count, CompileBudget& budget) const;
-  void init_mask_cache();  // once n_states is final
+  void init_mask_cache();             // once n_states is final
+  int64_t cached_mask_infos() const;  // entries cached so far
 
   // What computing one mask may cost (MaskWalker::fill). Nested counted regions can make an
   // Earley set hold thousands of (state, count) items, each with its own token walk; a request
@@ -182,8 +185,16 @@ class CompiledGrammar {
 
  private:
   mutable std::unique_ptr<std::atomic<const StateMaskInfo*>[]> mask_infos_;  // no region
+  // Counted states: per state, entries keyed by (need, room) capped at `bound` (the walk tested
+  // no count at or past it).
+  struct CountedInfo {
+    int32_t need = 0;
+    int32_t room = 0;
+    int32_t bound = 0;
+    std::unique_ptr<const StateMaskInfo> info;
+  };
   mutable std::shared_mutex counted_mutex_;
-  mutable std::unordered_map<uint64_t, std::unique_ptr<const StateMaskInfo>> counted_infos_;
+  mutable std::unordered_map<int32_t, std::vector<CountedInfo>> counted_infos_;
 };
 
 // Links a parsed grammar into a CompiledGrammar (compile_pipeline.cpp). `what` names the input

@@ -56,4 +56,9 @@ std::shared_ptr<const CompiledGrammar> compile_choices(std::span<const std::stri
 
 const TokenIndex& token_index(const CompiledGrammar& grammar) { return *grammar.index; }
 
+GrammarStats grammar_stats(const CompiledGrammar& grammar) {
+  return GrammarStats{grammar.n_states, static_cast<int32_t>(grammar.rules.size()),
+                      grammar.cached_mask_infos()};
+}
+
 }  // namespace llms::structured

@@ -46,6 +46,11 @@ class Walker {
  public:
   Walker(const CompiledGrammar& g, CountKey key) : g_(g), key_(key) {}
 
+  // The largest relative count a guard was tested at so far (-1: none). The walk read the key
+  // only through `count < room` and `count >= need` at counts up to this, so any key equal to
+  // this one after capping both parts at max_tested() + 1 gives the very same walk.
+  int32_t max_tested() const { return max_tested_; }
+
   // Appends the views a transition code leads to from v (none when there is no edge).
   void step(const View& v, int32_t code, std::vector<View>& out) const {
     if (code >= 0) {
@@ -65,6 +70,7 @@ class Walker {
       bool loop_ok = false;
       bool exit_ok = false;
       if (v.relative) {
+        max_tested_ = std::max(max_tested_, v.count);
         loop_ok = v.count < key_.room;
         exit_ok = v.count >= key_.need;
       } else {
@@ -105,6 +111,7 @@ class Walker {
  private:
   const CompiledGrammar& g_;
   CountKey key_;
+  mutable int32_t max_tested_ = -1;
 };
 
 void sort_unique(std::vector<View>& views) {
@@ -172,8 +179,10 @@ int absorbed_chars(const CompiledGrammar& g, const Walker& walker, const std::ve
   return detail::kMaxCountedChars;
 }
 
+// `tested` receives Walker::max_tested() of the walk.
 std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32_t state,
-                                                 CountKey key, CompileBudget& budget) {
+                                                 CountKey key, CompileBudget& budget,
+                                                 int32_t& tested) {
   const detail::TokenTrie& trie = g.index->trie();
   std::vector<uint32_t> bits(static_cast<size_t>(trie.n_words()), 0);
   auto info = std::make_unique<StateMaskInfo>();
@@ -242,6 +251,7 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
     ++i;
   }
   info->accepted = TokenSet::from_bits(bits);
+  tested = walker.max_tested();
   return info;
 }
 
@@ -259,14 +269,26 @@ void CompiledGrammar::init_mask_cache() {
       std::make_unique<std::atomic<const StateMaskInfo*>[]>(static_cast<size_t>(n_states));
 }
 
+int64_t CompiledGrammar::cached_mask_infos() const {
+  int64_t n = 0;
+  for (int32_t s = 0; s < n_states; ++s) {
+    n += mask_infos_[static_cast<size_t>(s)].load(std::memory_order_acquire) != nullptr ? 1 : 0;
+  }
+  std::shared_lock lock(counted_mutex_);
+  for (const auto& [state, entries] : counted_infos_) n += static_cast<int64_t>(entries.size());
+  return n;
+}
+
 const StateMaskInfo& CompiledGrammar::mask_info(int32_t state, int32_t count,
-                                                 CompileBudget& budget) const {
+                                                CompileBudget& budget) const {
   const int32_t r = state_region[static_cast<size_t>(state)];
   if (r < 0) {
     std::atomic<const StateMaskInfo*>& slot = mask_infos_[static_cast<size_t>(state)];
     const StateMaskInfo* cached = slot.load(std::memory_order_acquire);
     if (cached != nullptr) return *cached;
-    std::unique_ptr<StateMaskInfo> computed = compute_mask_info(*this, state, CountKey{}, budget);
+    int32_t tested = -1;
+    std::unique_ptr<StateMaskInfo> computed =
+        compute_mask_info(*this, state, CountKey{}, budget, tested);
     const StateMaskInfo* expected = nullptr;
     if (slot.compare_exchange_strong(expected, computed.get(), std::memory_order_acq_rel)) {
       return *computed.release();
@@ -274,17 +296,33 @@ const StateMaskInfo& CompiledGrammar::mask_info(int32_t state, int32_t count,
     return *expected;  // another thread published first; ours is dropped
   }
   const uint32_t key_bits = count_key(state, count);
-  const CountKey key{static_cast<int32_t>(key_bits >> 16), static_cast<int32_t>(key_bits & 0xFFFF)};
-  const uint64_t packed = static_cast<uint64_t>(static_cast<uint32_t>(state)) << 32 | key_bits;
+  const int32_t need = static_cast<int32_t>(key_bits >> 16);
+  const int32_t room = static_cast<int32_t>(key_bits & 0xFFFF);
+  // An entry serves every key that agrees with its own once both are capped at its bound.
+  auto find = [&]() -> const StateMaskInfo* {
+    auto it = counted_infos_.find(state);
+    if (it == counted_infos_.end()) return nullptr;
+    for (const CountedInfo& e : it->second) {
+      if (std::min(need, e.bound) == e.need && std::min(room, e.bound) == e.room) {
+        return e.info.get();
+      }
+    }
+    return nullptr;
+  };
   {
     std::shared_lock lock(counted_mutex_);
-    auto it = counted_infos_.find(packed);
-    if (it != counted_infos_.end()) return *it->second;
+    if (const StateMaskInfo* cached = find()) return *cached;
   }
-  std::unique_ptr<const StateMaskInfo> computed = compute_mask_info(*this, state, key, budget);
+  int32_t tested = -1;
+  std::unique_ptr<const StateMaskInfo> computed =
+      compute_mask_info(*this, state, CountKey{need, room}, budget, tested);
   std::unique_lock lock(counted_mutex_);
-  auto [it, inserted] = counted_infos_.emplace(packed, std::move(computed));
-  return *it->second;
+  if (const StateMaskInfo* cached = find()) return *cached;  // another thread published first
+  const int32_t bound = tested + 1;
+  std::vector<CountedInfo>& entries = counted_infos_[state];
+  entries.push_back(
+      CountedInfo{std::min(need, bound), std::min(room, bound), bound, std::move(computed)});
+  return *entries.back().info;
 }
 
 }  // namespace llms::structured

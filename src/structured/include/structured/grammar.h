@@ -47,4 +47,12 @@ std::shared_ptr<const CompiledGrammar> compile_choices(std::span<const std::stri
 // The index a compiled grammar masks over.
 const TokenIndex& token_index(const CompiledGrammar& grammar);
 
+// The shape of a compiled grammar and what its masks have cached so far (tests, diagnostics).
+struct GrammarStats {
+  int32_t states = 0;        // automaton states, all rules
+  int32_t rules = 0;         // rules the parser calls (the others are inlined)
+  int64_t mask_entries = 0;  // per-state token walks cached so far
+};
+GrammarStats grammar_stats(const CompiledGrammar& grammar);
+
 }  // namespace llms::structured
