@@ -10,6 +10,8 @@
 // - rules kept only if root reaches them.
 // Then the Earley set before any text, shared by every matcher.
 #include <algorithm>
+#include <limits>
+#include <optional>
 #include <string>
 
 #include "compiled_grammar.h"
@@ -22,6 +24,9 @@
 
 namespace llms::structured {
 namespace {
+
+// NFA states of all rules together beyond which shared large rules stay callable.
+constexpr int64_t kMaxInlinedStates = 65536;
 
 // Calls fn(target) for every state a transition code may lead to.
 template <typename Fn>
@@ -126,22 +131,43 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
                                                     std::shared_ptr<const TokenIndex> index,
                                                     CompileBudget& budget, const char* what) {
   if (!index) throw Error(Error::Kind::kInvalidArgument, std::string(what) + ": no token index");
-  const std::vector<uint8_t> callable = plan_callable_rules(grammar, budget);
   const std::vector<uint8_t> nullable_node = nullable_nodes(grammar, budget);
 
-  // Local numbering of callable rules; call edges are renumbered below.
+  // First every rule off a reference cycle is inlined but large leaves (a long key pattern used
+  // by every object, say): most schemas become one automaton, whose masks come from cached
+  // per-state walks alone (a call costs a parser walk in every mask that crosses it). Past
+  // kMaxInlinedStates, every large rule referenced more than once is called instead.
+  std::vector<uint8_t> callable =
+      plan_callable_rules(grammar, budget, SharedRules::kLargeLeavesCalled);
   std::vector<int32_t> local(grammar.rules.size(), -1);
   std::vector<int32_t> members;
-  for (size_t r = 0; r < grammar.rules.size(); ++r) {
-    if (callable[r]) {
-      local[r] = static_cast<int32_t>(members.size());
-      members.push_back(static_cast<int32_t>(r));
-    }
-  }
   std::vector<Nfa> nfas;
-  nfas.reserve(members.size());
-  for (int32_t r : members) {
-    nfas.push_back(build_rule_nfa(grammar, r, callable, nullable_node, budget));
+  auto build_all = [&](int64_t limit) {
+    // Local numbering of callable rules; call edges are renumbered below.
+    std::fill(local.begin(), local.end(), -1);
+    members.clear();
+    for (size_t r = 0; r < grammar.rules.size(); ++r) {
+      if (callable[r]) {
+        local[r] = static_cast<int32_t>(members.size());
+        members.push_back(static_cast<int32_t>(r));
+      }
+    }
+    nfas.clear();
+    nfas.reserve(members.size());
+    int64_t states = 0;
+    for (int32_t r : members) {
+      std::optional<Nfa> nfa =
+          build_rule_nfa(grammar, r, callable, nullable_node, budget, limit - states);
+      if (!nfa) return false;
+      states += static_cast<int64_t>(nfa->out.size());
+      nfas.push_back(std::move(*nfa));
+    }
+    return true;
+  };
+  const bool built = build_all(kMaxInlinedStates);
+  if (!built) {
+    callable = plan_callable_rules(grammar, budget, SharedRules::kLargeCalled);
+    build_all(std::numeric_limits<int64_t>::max());
   }
   const ByteClasses classes = compute_byte_classes(nfas);
   std::vector<Dfa> dfas;

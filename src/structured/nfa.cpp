@@ -2,6 +2,8 @@
 #include "nfa.h"
 
 #include <algorithm>
+#include <optional>
+#include <unordered_map>
 
 #include "util/error.h"
 
@@ -86,7 +88,8 @@ int64_t estimate_size(const ExprArena& arena, int32_t root, RefSize&& ref_size) 
 
 }  // namespace
 
-std::vector<uint8_t> plan_callable_rules(const Grammar& grammar, CompileBudget& budget) {
+std::vector<uint8_t> plan_callable_rules(const Grammar& grammar, CompileBudget& budget,
+                                         SharedRules shared) {
   const size_t n = grammar.rules.size();
   std::vector<std::vector<int32_t>> refs(n);
   for (size_t r = 0; r < n; ++r) {
@@ -141,8 +144,17 @@ std::vector<uint8_t> plan_callable_rules(const Grammar& grammar, CompileBudget& 
           return callable[static_cast<size_t>(target)] ? 2 : size[static_cast<size_t>(target)];
         });
     size[static_cast<size_t>(r)] = s;
-    if (!callable[static_cast<size_t>(r)] && s > kMaxSharedInlineStates &&
-        n_refs[static_cast<size_t>(r)] > 1) {
+    if (callable[static_cast<size_t>(r)] || s <= kMaxSharedInlineStates ||
+        n_refs[static_cast<size_t>(r)] <= 1) {
+      continue;
+    }
+    // A rule that inlines others may only look large: its tree counts a rule reached twice
+    // twice, where the automaton builder shares the copy (optional properties in a row).
+    const auto& targets = refs[static_cast<size_t>(r)];
+    const bool leaf = std::all_of(targets.begin(), targets.end(),
+                                  [&](int32_t t) { return callable[static_cast<size_t>(t)] != 0; });
+    if (shared == SharedRules::kLargeCalled ||
+        (shared == SharedRules::kLargeLeavesCalled && leaf)) {
       callable[static_cast<size_t>(r)] = 1;
     }
   }
@@ -205,17 +217,34 @@ namespace {
 class NfaBuilder {
  public:
   NfaBuilder(const Grammar& grammar, const std::vector<uint8_t>& callable,
-             const std::vector<uint8_t>& nullable, CompileBudget& budget)
-      : g_(grammar), callable_(callable), nullable_(nullable), budget_(budget) {}
+             const std::vector<uint8_t>& nullable, CompileBudget& budget, int64_t max_states)
+      : g_(grammar),
+        callable_(callable),
+        nullable_(nullable),
+        budget_(budget),
+        max_states_(max_states) {}
 
-  Nfa build(int32_t rule) {
-    nfa_.start = new_state(-1);
-    nfa_.accept = build_fragment(g_.rules[static_cast<size_t>(rule)].expr, nfa_.start);
+  // The automaton is built backwards, from the accept state: a fragment is built given the
+  // state it must lead to. Fragments only add edges leaving states they create (never leaving
+  // the state they lead to), so a fragment built for a rule and a given target can be reused by
+  // every other reference to that rule with the same target. Properties written one after
+  // another with optional ones skipped (`p1 ::= "a" p2-2 | p2`, `p1-2 ::= "," "a" p2-2 | p2-2`)
+  // reach each rule with one target, so the automaton grows linearly, where copying every
+  // reference would double it per property.
+  std::optional<Nfa> build(int32_t rule) {
+    const std::optional<int32_t> accept = new_state(-1);
+    if (!accept) return std::nullopt;
+    const int32_t start = build_fragment(g_.rules[static_cast<size_t>(rule)].expr, *accept);
+    if (start < 0) return std::nullopt;
+    nfa_.start = start;
+    nfa_.accept = *accept;
     return std::move(nfa_);
   }
 
  private:
-  int32_t new_state(int32_t region) {
+  // A new state, or nullopt past max_states_ (the caller gives up).
+  std::optional<int32_t> new_state(int32_t region) {
+    if (static_cast<int64_t>(nfa_.out.size()) >= max_states_) return std::nullopt;
     budget_.charge(1, "automaton states");
     nfa_.out.emplace_back();
     nfa_.region_of.push_back(region);
@@ -237,180 +266,206 @@ class NfaBuilder {
     nfa_.out[static_cast<size_t>(from)].push_back(e);
   }
 
-  // Follows references to inlined rules down to the expression that will be built.
-  int32_t resolve(int32_t node) const {
-    while (true) {
-      const Expr& e = g_.arena.nodes[static_cast<size_t>(node)];
-      if (e.kind != ExprKind::kRuleRef || callable_[static_cast<size_t>(e.payload)]) return node;
-      node = g_.rules[static_cast<size_t>(e.payload)].expr;
-    }
-  }
-
   bool is_counted(const Expr& e, int32_t region) const {
     if (region >= 0) return false;  // one count per item: nested repetitions are expanded
     const int64_t copies = e.max == kUnbounded ? int64_t{e.min} : int64_t{e.max};
     return copies > kMaxExpandedCopies && !nullable_[static_cast<size_t>(e.children[0])];
   }
 
-  // Builds the expression at `root` starting from state `in`; returns its end state. A fragment
-  // only adds edges leaving `in`, never entering it, so siblings may share their start state.
-  int32_t build_fragment(int32_t root, int32_t in) {
+  static uint64_t memo_key(int32_t rule, int32_t target) {
+    return static_cast<uint64_t>(static_cast<uint32_t>(rule)) << 32 | static_cast<uint32_t>(target);
+  }
+
+  // Builds the expression at `root` so that it leads to state `target`; returns its entry
+  // state, or -1 past max_states_.
+  int32_t build_fragment(int32_t root, int32_t target) {
     struct Frame {
       int32_t node;
-      int32_t in;
+      int32_t target;
       int32_t region;  // the counted region the fragment's states belong to, or -1
       int32_t step = 0;
-      int32_t cur = -1;  // end of what is built so far
-      int32_t out = -1;  // join / loop state
-      int32_t aux = -1;  // counted region: its id
+      int32_t cur = -1;    // entry of what is built so far (concatenations, repeats)
+      int32_t entry = -1;  // alternation / optional copy entry state
+      int32_t aux = -1;    // counted region: its id; counted body end state in `cur`
     };
     std::vector<Frame> stack;
-    stack.push_back({resolve(root), in, -1});
-    int32_t result = in;
+    stack.push_back({root, target, -1});
+    int32_t result = target;
     while (!stack.empty()) {
       Frame& f = stack.back();
       const Expr& e = g_.arena.nodes[static_cast<size_t>(f.node)];
       const int32_t region = f.region;
       int32_t child_to_build = -1;
-      int32_t child_in = -1;
+      int32_t child_target = -1;
       int32_t child_region = region;
       bool done = false;
       switch (e.kind) {
         case ExprKind::kEmpty:
-          result = f.in;
+          result = f.target;
           done = true;
           break;
         case ExprKind::kLiteral: {
-          int32_t cur = f.in;
-          for (char c : g_.arena.literals[static_cast<size_t>(e.payload)]) {
-            const int32_t next = new_state(region);
-            const auto b = static_cast<uint8_t>(c);
-            byte_edge(cur, next, b, b);
-            cur = next;
+          int32_t cur = f.target;
+          const std::string& bytes = g_.arena.literals[static_cast<size_t>(e.payload)];
+          for (size_t i = bytes.size(); i-- > 0;) {
+            const std::optional<int32_t> prev = new_state(region);
+            if (!prev) return -1;
+            const auto b = static_cast<uint8_t>(bytes[i]);
+            byte_edge(*prev, cur, b, b);
+            cur = *prev;
           }
           result = cur;
           done = true;
           break;
         }
         case ExprKind::kCharSet: {
-          const int32_t out = new_state(region);
+          const std::optional<int32_t> entry = new_state(region);
+          if (!entry) return -1;
           for (const ByteSequence& seq :
                utf8_sequences(g_.arena.sets[static_cast<size_t>(e.payload)])) {
-            int32_t cur = f.in;
+            int32_t cur = *entry;
             for (int i = 0; i < seq.length; ++i) {
-              const int32_t next = i + 1 == seq.length ? out : new_state(region);
+              int32_t next = f.target;
+              if (i + 1 < seq.length) {
+                const std::optional<int32_t> mid = new_state(region);
+                if (!mid) return -1;
+                next = *mid;
+              }
               byte_edge(cur, next, seq.ranges[static_cast<size_t>(i)].lo,
                         seq.ranges[static_cast<size_t>(i)].hi);
               cur = next;
             }
           }
-          result = out;
+          result = *entry;
           done = true;
           break;
         }
-        case ExprKind::kRuleRef: {  // a callable rule (resolve() expanded the others)
-          const int32_t out = new_state(region);
-          NfaEdge call;
-          call.to = out;
-          call.call = e.payload;
-          call.kind = NfaEdgeKind::kCall;
-          nfa_.out[static_cast<size_t>(f.in)].push_back(call);
-          result = out;
-          done = true;
+        case ExprKind::kRuleRef: {
+          if (callable_[static_cast<size_t>(e.payload)]) {
+            const std::optional<int32_t> entry = new_state(region);
+            if (!entry) return -1;
+            NfaEdge call;
+            call.to = f.target;
+            call.call = e.payload;
+            call.kind = NfaEdgeKind::kCall;
+            nfa_.out[static_cast<size_t>(*entry)].push_back(call);
+            result = *entry;
+            done = true;
+            break;
+          }
+          // Inlined: reuse the copy already built for this target, else build one.
+          const uint64_t key = memo_key(e.payload, f.target);
+          if (f.step == 0) {
+            const auto it = memo_.find(key);
+            if (it != memo_.end()) {
+              result = it->second;
+              done = true;
+              break;
+            }
+            f.step = 1;
+            child_to_build = g_.rules[static_cast<size_t>(e.payload)].expr;
+            child_target = f.target;
+          } else {
+            memo_.emplace(key, result);
+            done = true;
+          }
           break;
         }
-        case ExprKind::kConcat: {
-          f.cur = f.step == 0 ? f.in : result;
-          if (static_cast<size_t>(f.step) == e.children.size()) {
+        case ExprKind::kConcat: {  // children last to first
+          const auto n = static_cast<int32_t>(e.children.size());
+          f.cur = f.step == 0 ? f.target : result;
+          if (f.step == n) {
             result = f.cur;
             done = true;
           } else {
-            child_to_build = e.children[static_cast<size_t>(f.step++)];
-            child_in = f.cur;
+            child_to_build = e.children[static_cast<size_t>(n - 1 - f.step++)];
+            child_target = f.cur;
           }
           break;
         }
         case ExprKind::kAlt: {
           if (f.step == 0) {
-            f.out = new_state(region);
+            const std::optional<int32_t> entry = new_state(region);
+            if (!entry) return -1;
+            f.entry = *entry;
           } else {
-            edge(result, f.out, NfaEdgeKind::kEpsilon);
+            edge(f.entry, result, NfaEdgeKind::kEpsilon);
           }
           if (static_cast<size_t>(f.step) == e.children.size()) {
-            result = f.out;
+            result = f.entry;
             done = true;
           } else {
             child_to_build = e.children[static_cast<size_t>(f.step++)];
-            child_in = f.in;
+            child_target = f.target;
           }
           break;
         }
         case ExprKind::kRepeat: {
           if (f.step == 0 && is_counted(e, region)) {
-            // One copy of the body in a fresh region: in -enter-> body ... end -loop-> body,
-            // end -exit-> out, and in -> out when zero iterations are allowed.
+            // One copy of the body in a fresh region: entry -enter-> body ... end -loop-> body,
+            // end -exit-> target, and entry -> target when zero iterations are allowed.
             f.aux = static_cast<int32_t>(nfa_.regions.size());
             NfaRegion r;
             r.min = e.min;
             r.max = e.max;
             r.node = f.node;
             nfa_.regions.push_back(r);
-            f.cur = new_state(f.aux);
-            edge(f.in, f.cur, NfaEdgeKind::kEnter, f.aux);
+            const std::optional<int32_t> end = new_state(f.aux);
+            if (!end) return -1;
+            f.cur = *end;
             f.step = -1;
             child_to_build = e.children[0];
-            child_in = f.cur;
+            child_target = f.cur;
             child_region = f.aux;
             break;
           }
-          if (f.step == -1) {  // the counted body is built
-            const int32_t out = new_state(region);
-            edge(result, f.cur, NfaEdgeKind::kLoop, f.aux);
-            edge(result, out, NfaEdgeKind::kExit, f.aux);
-            if (e.min == 0) edge(f.in, out, NfaEdgeKind::kEpsilon);
-            result = out;
+          if (f.step == -1) {  // the counted body is built; `result` is its entry
+            const std::optional<int32_t> entry = new_state(region);
+            if (!entry) return -1;
+            edge(f.cur, result, NfaEdgeKind::kLoop, f.aux);
+            edge(f.cur, f.target, NfaEdgeKind::kExit, f.aux);
+            edge(*entry, result, NfaEdgeKind::kEnter, f.aux);
+            if (e.min == 0) edge(*entry, f.target, NfaEdgeKind::kEpsilon);
+            result = *entry;
             done = true;
             break;
           }
-          // Expanded. Steps 0..min-1: mandatory copies. Then, unbounded: one copy looping on a
-          // fresh state; bounded: max-min optional copies, each of which may be skipped.
+          // Expanded, built from the end: unbounded, one copy looping on a fresh state;
+          // bounded, max - min optional copies, each of whose entries may skip to the target;
+          // then the min mandatory copies in front.
           const int32_t child = e.children[0];
-          if (f.step == 0) {
-            f.cur = f.in;
-          } else if (f.step <= e.min) {
+          const int32_t optional = e.max == kUnbounded ? 1 : e.max - e.min;
+          if (f.step == 0) f.cur = f.target;
+          if (f.step > 0 && f.step <= optional) {  // an optional copy is built
+            if (e.max == kUnbounded) {
+              edge(f.entry, result, NfaEdgeKind::kEpsilon);
+            } else {
+              edge(f.entry, result, NfaEdgeKind::kEpsilon);
+              edge(f.entry, f.target, NfaEdgeKind::kEpsilon);
+            }
+            f.cur = f.entry;
+          } else if (f.step > optional) {  // a mandatory copy is built
             f.cur = result;
           }
-          if (f.step < e.min) {
+          if (f.step < optional) {
+            const std::optional<int32_t> entry = new_state(region);
+            if (!entry) return -1;
+            f.entry = *entry;
+            if (e.max == kUnbounded) {
+              edge(f.entry, f.target, NfaEdgeKind::kEpsilon);
+              child_target = f.entry;  // the copy loops back to its entry
+            } else {
+              child_target = f.cur;
+            }
             ++f.step;
             child_to_build = child;
-            child_in = f.cur;
-          } else if (e.max == kUnbounded) {
-            if (f.step == e.min) {
-              f.out = new_state(region);
-              edge(f.cur, f.out, NfaEdgeKind::kEpsilon);
-              ++f.step;
-              child_to_build = child;
-              child_in = f.out;
-            } else {
-              edge(result, f.out, NfaEdgeKind::kEpsilon);
-              result = f.out;
-              done = true;
-            }
+          } else if (f.step < optional + e.min) {
+            ++f.step;
+            child_to_build = child;
+            child_target = f.cur;
           } else {
-            if (f.step == e.min) {
-              f.out = new_state(region);
-            } else {
-              f.cur = result;
-            }
-            edge(f.cur, f.out, NfaEdgeKind::kEpsilon);
-            if (f.step < e.max) {
-              ++f.step;
-              child_to_build = child;
-              child_in = f.cur;
-            } else {
-              result = f.out;
-              done = true;
-            }
+            result = f.cur;
+            done = true;
           }
           break;
         }
@@ -418,7 +473,7 @@ class NfaBuilder {
       if (done) {
         stack.pop_back();
       } else {
-        stack.push_back({resolve(child_to_build), child_in, child_region});
+        stack.push_back({child_to_build, child_target, child_region});
       }
     }
     return result;
@@ -428,14 +483,18 @@ class NfaBuilder {
   const std::vector<uint8_t>& callable_;
   const std::vector<uint8_t>& nullable_;
   CompileBudget& budget_;
+  int64_t max_states_;
   Nfa nfa_;
+  std::unordered_map<uint64_t, int32_t> memo_;  // (inlined rule, target) -> entry state
 };
 
 }  // namespace
 
-Nfa build_rule_nfa(const Grammar& grammar, int32_t rule, const std::vector<uint8_t>& callable,
-                   const std::vector<uint8_t>& nullable, CompileBudget& budget) {
-  NfaBuilder builder(grammar, callable, nullable, budget);
+std::optional<Nfa> build_rule_nfa(const Grammar& grammar, int32_t rule,
+                                  const std::vector<uint8_t>& callable,
+                                  const std::vector<uint8_t>& nullable, CompileBudget& budget,
+                                  int64_t max_states) {
+  NfaBuilder builder(grammar, callable, nullable, budget, max_states);
   return builder.build(rule);
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "grammar_ast.h"
@@ -52,13 +53,24 @@ struct Nfa {
 // fixpoint). Children precede their parents in the arena, which one pass per round relies on.
 std::vector<uint8_t> nullable_nodes(const Grammar& grammar, CompileBudget& budget);
 
-// Which rules are callable: root, one rule on every reference cycle (the targets of DFS back
-// edges), and rules whose inlined size is large and that are referenced more than once.
-// Unreachable rules are neither callable nor inlined anywhere.
-std::vector<uint8_t> plan_callable_rules(const Grammar& grammar, CompileBudget& budget);
+// Which rules referenced more than once and large when inlined stay callable.
+enum class SharedRules : uint8_t {
+  kLargeLeavesCalled,  // those that inline no other rule (a long key pattern, say)
+  kLargeCalled,        // all of them
+};
 
-// The NFA of callable rule `rule`, references to non-callable rules inlined.
-Nfa build_rule_nfa(const Grammar& grammar, int32_t rule, const std::vector<uint8_t>& callable,
-                   const std::vector<uint8_t>& nullable, CompileBudget& budget);
+// Which rules are callable: root, one rule on every reference cycle (the targets of DFS back
+// edges), and large shared rules per `shared`. Unreachable rules are neither callable nor
+// inlined anywhere.
+std::vector<uint8_t> plan_callable_rules(const Grammar& grammar, CompileBudget& budget,
+                                         SharedRules shared);
+
+// The NFA of callable rule `rule`, references to non-callable rules inlined (one copy per
+// rule and continuation: references followed by the same state share it). nullopt when it
+// would need more than max_states states.
+std::optional<Nfa> build_rule_nfa(const Grammar& grammar, int32_t rule,
+                                  const std::vector<uint8_t>& callable,
+                                  const std::vector<uint8_t>& nullable, CompileBudget& budget,
+                                  int64_t max_states);
 
 }  // namespace llms::structured
