@@ -398,7 +398,8 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
   // explode (nested counted regions) is refused as a compile error instead of stalling the
   // first decode step, and the first token of every request finds its mask cached.
   std::vector<uint32_t> first_mask(static_cast<size_t>(g->index->trie().n_words()), 0);
-  MaskWalker(*g).fill(*g->initial_set, first_mask);
+  CompileBudget first_mask_budget(g->mask_limits);
+  MaskWalker(*g).fill(*g->initial_set, first_mask, first_mask_budget);
   return g;
 }
 

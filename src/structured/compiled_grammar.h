@@ -66,6 +66,9 @@ struct Continuation {
 struct StateMaskInfo {
   TokenSet accepted;  // tokens read entirely by byte edges from the state (always allowed)
   std::vector<Continuation> continuations;
+  // Some continuation's count is relative to the item's: its walk depends on the item's count,
+  // not only on this info.
+  bool continuations_read_count = false;
 };
 
 class CompiledGrammar {

@@ -13,9 +13,8 @@ MaskWalker::MaskWalker(const CompiledGrammar& grammar)
       levels_(std::make_unique<EarleySet[]>(static_cast<size_t>(grammar.index->trie().max_depth()) +
                                             1)) {}
 
-void MaskWalker::fill(const EarleySet& set, std::span<uint32_t> words) {
+void MaskWalker::fill(const EarleySet& set, std::span<uint32_t> words, CompileBudget& budget) {
   seen_infos_.clear();
-  CompileBudget budget(g_.mask_limits);
   for (const EarleyItem& item : set.items) {
     if (!(g_.flags[static_cast<size_t>(item.state)] & kHasBytes)) continue;
     budget.charge(1, "token mask items");

@@ -24,13 +24,13 @@ class MaskWalker {
   explicit MaskWalker(const CompiledGrammar& grammar);
 
   // ORs the allowed text tokens after `set` into words (mask layout). Stop tokens are not
-  // handled here. Work beyond CompiledGrammar::mask_limits throws llms::Error(kInvalidArgument).
-  void fill(const EarleySet& set, std::span<uint32_t> words);
+  // handled here. Work beyond the budget (one mask's: CompiledGrammar::mask_limits) throws
+  // llms::Error(kInvalidArgument).
+  void fill(const EarleySet& set, std::span<uint32_t> words, CompileBudget& budget);
 
  private:
   void walk_continuation(const Continuation& c, int32_t item_state, int32_t item_count,
-                         const EarleySet* origin, std::span<uint32_t> words,
-                         CompileBudget& budget);
+                         const EarleySet* origin, std::span<uint32_t> words, CompileBudget& budget);
 
   const CompiledGrammar& g_;
   EarleyBuilder builder_;

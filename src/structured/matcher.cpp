@@ -42,20 +42,28 @@ struct Matcher::State {
   // The last mask and the set it was computed for (held, so the origin addresses in its
   // signature stay unique). Never copied: a fork recomputes.
   std::shared_ptr<const EarleySet> cached_set;
-  std::vector<std::tuple<int32_t, uint32_t, const EarleySet*>> cached_signature;
+  std::vector<std::tuple<int32_t, uint64_t, const EarleySet*>> cached_signature;
   std::vector<uint32_t> cached_words;
 };
 
 namespace {
 
-// What a set's mask depends on: its items' states, count keys and origins (this set itself
-// written as nullptr), in a canonical order.
-void set_signature(const CompiledGrammar& g, const EarleySet& set,
-                   std::vector<std::tuple<int32_t, uint32_t, const EarleySet*>>& out) {
+// What a set's mask depends on: its items' states, what their counts change in it, and their
+// origins (this set itself written as nullptr), in a canonical order. A counted item's mask
+// comes from its state's cached walk (an entry serves many counts) and from continuations that
+// read the count only if relative: when none does, the entry itself stands for the count (a
+// bounded string keeps one signature along its length).
+void set_signature(const CompiledGrammar& g, const EarleySet& set, CompileBudget& budget,
+                   std::vector<std::tuple<int32_t, uint64_t, const EarleySet*>>& out) {
   out.clear();
   for (const EarleyItem& item : set.items) {
-    out.emplace_back(item.state, g.count_key(item.state, item.count),
-                     item.origin == &set ? nullptr : item.origin);
+    const auto state = static_cast<size_t>(item.state);
+    uint64_t count = uint64_t{g.count_key(item.state, item.count)} << 1;
+    if (g.state_region[state] >= 0 && (g.flags[state] & kHasBytes)) {
+      const StateMaskInfo& info = g.mask_info(item.state, item.count, budget);
+      if (!info.continuations_read_count) count = reinterpret_cast<uintptr_t>(&info) << 1 | 1;
+    }
+    out.emplace_back(item.state, count, item.origin == &set ? nullptr : item.origin);
   }
   std::sort(out.begin(), out.end());
 }
@@ -97,14 +105,15 @@ void Matcher::fill_mask(std::span<uint32_t> words) {
   const State::Step& now = s.current();
   if (now.stopped) return;
   // Inside a long string consecutive positions usually have the same signature: reuse the mask.
-  thread_local std::vector<std::tuple<int32_t, uint32_t, const EarleySet*>> signature;
-  set_signature(*grammar_, *now.set, signature);
+  CompileBudget budget(grammar_->mask_limits);
+  thread_local std::vector<std::tuple<int32_t, uint64_t, const EarleySet*>> signature;
+  set_signature(*grammar_, *now.set, budget, signature);
   if (s.cached_set && signature == s.cached_signature) {
     std::copy(s.cached_words.begin(), s.cached_words.end(), words.begin());
     return;
   }
   if (!s.walker) s.walker = std::make_unique<MaskWalker>(*grammar_);
-  s.walker->fill(*now.set, words);
+  s.walker->fill(*now.set, words, budget);
   if (is_accepting_set(*grammar_, *now.set)) {
     for (int32_t id : index.stop_token_ids())
       words[static_cast<size_t>(id) / 32] |= 1u << (id % 32);

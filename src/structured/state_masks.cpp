@@ -245,6 +245,7 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
         if (g.flags[static_cast<size_t>(t.state)] & (kFinal | kHasCalls)) {
           info->continuations.push_back(
               Continuation{static_cast<int32_t>(i), t.state, t.count, t.relative});
+          info->continuations_read_count |= t.relative;
         }
       }
     }
