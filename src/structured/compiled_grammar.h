@@ -69,6 +69,8 @@ struct StateMaskInfo {
   // Some continuation's count is relative to the item's: its walk depends on the item's count,
   // not only on this info.
   bool continuations_read_count = false;
+  // Per character class (detail::TokenTrie): how many characters the state absorbs.
+  std::array<int16_t, 4> absorbed{};
 };
 
 class CompiledGrammar {
@@ -156,7 +158,12 @@ class CompiledGrammar {
   // entry serves every count whose key agrees with its own up to the largest count its walk
   // tested, so a region counted to 99 words is walked a few times, not 99); safe to call from
   // several threads. The computation is charged to `budget` (one mask's budget).
+  // In a counted region this covers the tokens of at most detail::kShortTokenBytes bytes (a walk
+  // over those tests small counts only, so its entry serves many counts); long_mask_info() the
+  // longer ones, whose entries serve fewer counts but whose walks visit a few hundred tokens.
   const StateMaskInfo& mask_info(int32_t state, int32_t count, CompileBudget& budget) const;
+  // nullptr outside counted regions and when no token is long.
+  const StateMaskInfo* long_mask_info(int32_t state, int32_t count, CompileBudget& budget) const;
   void init_mask_cache();             // once n_states is final
   int64_t cached_mask_infos() const;  // entries cached so far
 
@@ -196,8 +203,11 @@ class CompiledGrammar {
     int32_t bound = 0;
     std::unique_ptr<const StateMaskInfo> info;
   };
+  const StateMaskInfo& counted_info(int32_t state, int32_t count, bool long_part,
+                                    CompileBudget& budget) const;
   mutable std::shared_mutex counted_mutex_;
-  mutable std::unordered_map<int32_t, std::vector<CountedInfo>> counted_infos_;
+  // [0]: short tokens, [1]: long tokens (mask_info, long_mask_info).
+  mutable std::array<std::unordered_map<int32_t, std::vector<CountedInfo>>, 2> counted_infos_;
 };
 
 // Links a parsed grammar into a CompiledGrammar (compile_pipeline.cpp). `what` names the input

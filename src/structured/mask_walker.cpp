@@ -18,14 +18,17 @@ void MaskWalker::fill(const EarleySet& set, std::span<uint32_t> words, CompileBu
   for (const EarleyItem& item : set.items) {
     if (!(g_.flags[static_cast<size_t>(item.state)] & kHasBytes)) continue;
     budget.charge(1, "token mask items");
-    const StateMaskInfo& info = g_.mask_info(item.state, item.count, budget);
-    // Items sharing an info share `accepted`; only their continuations depend on the origin.
-    if (std::find(seen_infos_.begin(), seen_infos_.end(), &info) == seen_infos_.end()) {
-      seen_infos_.push_back(&info);
-      info.accepted.or_into(words);
-    }
-    for (const Continuation& c : info.continuations) {
-      walk_continuation(c, item.state, item.count, item.origin, words, budget);
+    const StateMaskInfo* long_info = g_.long_mask_info(item.state, item.count, budget);
+    for (const StateMaskInfo* info : {&g_.mask_info(item.state, item.count, budget), long_info}) {
+      if (info == nullptr) continue;
+      // Items sharing an info share `accepted`; only their continuations depend on the origin.
+      if (std::find(seen_infos_.begin(), seen_infos_.end(), info) == seen_infos_.end()) {
+        seen_infos_.push_back(info);
+        info->accepted.or_into(words);
+      }
+      for (const Continuation& c : info->continuations) {
+        walk_continuation(c, item.state, item.count, item.origin, words, budget);
+      }
     }
   }
 }

@@ -42,7 +42,7 @@ struct Matcher::State {
   // The last mask and the set it was computed for (held, so the origin addresses in its
   // signature stay unique). Never copied: a fork recomputes.
   std::shared_ptr<const EarleySet> cached_set;
-  std::vector<std::tuple<int32_t, uint64_t, const EarleySet*>> cached_signature;
+  std::vector<std::tuple<int32_t, uint64_t, uint64_t, const EarleySet*>> cached_signature;
   std::vector<uint32_t> cached_words;
 };
 
@@ -54,16 +54,22 @@ namespace {
 // read the count only if relative: when none does, the entry itself stands for the count (a
 // bounded string keeps one signature along its length).
 void set_signature(const CompiledGrammar& g, const EarleySet& set, CompileBudget& budget,
-                   std::vector<std::tuple<int32_t, uint64_t, const EarleySet*>>& out) {
+                   std::vector<std::tuple<int32_t, uint64_t, uint64_t, const EarleySet*>>& out) {
   out.clear();
   for (const EarleyItem& item : set.items) {
     const auto state = static_cast<size_t>(item.state);
     uint64_t count = uint64_t{g.count_key(item.state, item.count)} << 1;
+    uint64_t long_walk = 0;
     if (g.state_region[state] >= 0 && (g.flags[state] & kHasBytes)) {
       const StateMaskInfo& info = g.mask_info(item.state, item.count, budget);
-      if (!info.continuations_read_count) count = reinterpret_cast<uintptr_t>(&info) << 1 | 1;
+      const StateMaskInfo* long_info = g.long_mask_info(item.state, item.count, budget);
+      if (!info.continuations_read_count &&
+          (long_info == nullptr || !long_info->continuations_read_count)) {
+        count = reinterpret_cast<uintptr_t>(&info) << 1 | 1;
+        long_walk = reinterpret_cast<uintptr_t>(long_info);
+      }
     }
-    out.emplace_back(item.state, count, item.origin == &set ? nullptr : item.origin);
+    out.emplace_back(item.state, count, long_walk, item.origin == &set ? nullptr : item.origin);
   }
   std::sort(out.begin(), out.end());
 }
@@ -106,7 +112,7 @@ void Matcher::fill_mask(std::span<uint32_t> words) {
   if (now.stopped) return;
   // Inside a long string consecutive positions usually have the same signature: reuse the mask.
   CompileBudget budget(grammar_->mask_limits);
-  thread_local std::vector<std::tuple<int32_t, uint64_t, const EarleySet*>> signature;
+  thread_local std::vector<std::tuple<int32_t, uint64_t, uint64_t, const EarleySet*>> signature;
   set_signature(*grammar_, *now.set, budget, signature);
   if (s.cached_set && signature == s.cached_signature) {
     std::copy(s.cached_words.begin(), s.cached_words.end(), words.begin());

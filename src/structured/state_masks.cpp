@@ -179,10 +179,18 @@ int absorbed_chars(const CompiledGrammar& g, const Walker& walker, const std::ve
   return detail::kMaxCountedChars;
 }
 
-// `tested` receives Walker::max_tested() of the walk.
+// Which tokens a walk decides: all; those of at most kShortTokenBytes bytes; or the longer ones
+// (the walk then passes the shorter prefixes without recording them).
+enum class WalkPart : uint8_t { kAll, kShort, kLong };
+
+static_assert(std::tuple_size_v<decltype(StateMaskInfo::absorbed)> == detail::kNumTokenClasses);
+
+// `tested` receives Walker::max_tested() of the walk. A long walk takes the absorbed character
+// counts of the short walk of the same key (`short_info`) instead of searching them again.
 std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32_t state,
-                                                 CountKey key, CompileBudget& budget,
-                                                 int32_t& tested) {
+                                                 CountKey key, WalkPart part,
+                                                 const StateMaskInfo* short_info,
+                                                 CompileBudget& budget, int32_t& tested) {
   const detail::TokenTrie& trie = g.index->trie();
   std::vector<uint32_t> bits(static_cast<size_t>(trie.n_words()), 0);
   auto info = std::make_unique<StateMaskInfo>();
@@ -191,8 +199,12 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
 
   std::array<int, detail::kNumTokenClasses> absorbed{};
   for (int k = 0; k < detail::kNumTokenClasses; ++k) {
-    absorbed[static_cast<size_t>(k)] = absorbed_chars(g, walker, start, k, budget);
-    if (absorbed[static_cast<size_t>(k)] == 0) continue;
+    absorbed[static_cast<size_t>(k)] = part == WalkPart::kLong
+                                           ? short_info->absorbed[static_cast<size_t>(k)]
+                                           : absorbed_chars(g, walker, start, k, budget);
+    info->absorbed[static_cast<size_t>(k)] = static_cast<int16_t>(absorbed[static_cast<size_t>(k)]);
+    // The short walk owns the class tokens; the long walk only skips the same subtrees.
+    if (absorbed[static_cast<size_t>(k)] == 0 || part == WalkPart::kLong) continue;
     const auto class_bits = trie.class_tokens(k, absorbed[static_cast<size_t>(k)]);
     for (size_t i = 0; i < bits.size(); ++i) bits[i] |= class_bits[i];
   }
@@ -213,9 +225,11 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
   const auto& nodes = trie.nodes();
   std::vector<std::vector<View>> stack(static_cast<size_t>(trie.max_depth()) + 1);
   stack[0] = start;
+  constexpr int kShort = detail::kShortTokenBytes;
   for (size_t i = 1; i < nodes.size();) {
     const detail::TrieNode& node = nodes[i];
-    if (covered(node)) {
+    if ((part == WalkPart::kShort && node.depth > kShort) ||
+        (part == WalkPart::kLong && node.subtree_depth <= kShort) || covered(node)) {
       i = node.subtree_end;
       continue;
     }
@@ -239,8 +253,11 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
     }
     budget.charge(static_cast<int64_t>(here.size()), "token mask walks");
     sort_unique(here);
-    for (int32_t id : trie.tokens_at(node)) bits[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
-    if (node.subtree_end > i + 1) {
+    const bool decides = part != WalkPart::kLong || node.depth > kShort;
+    if (decides) {
+      for (int32_t id : trie.tokens_at(node)) bits[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
+    }
+    if (decides && node.subtree_end > i + 1) {
       for (const View& t : here) {
         if (g.flags[static_cast<size_t>(t.state)] & (kFinal | kHasCalls)) {
           info->continuations.push_back(
@@ -276,7 +293,9 @@ int64_t CompiledGrammar::cached_mask_infos() const {
     n += mask_infos_[static_cast<size_t>(s)].load(std::memory_order_acquire) != nullptr ? 1 : 0;
   }
   std::shared_lock lock(counted_mutex_);
-  for (const auto& [state, entries] : counted_infos_) n += static_cast<int64_t>(entries.size());
+  for (const auto& infos : counted_infos_) {
+    for (const auto& [state, entries] : infos) n += static_cast<int64_t>(entries.size());
+  }
   return n;
 }
 
@@ -289,20 +308,35 @@ const StateMaskInfo& CompiledGrammar::mask_info(int32_t state, int32_t count,
     if (cached != nullptr) return *cached;
     int32_t tested = -1;
     std::unique_ptr<StateMaskInfo> computed =
-        compute_mask_info(*this, state, CountKey{}, budget, tested);
+        compute_mask_info(*this, state, CountKey{}, WalkPart::kAll, nullptr, budget, tested);
     const StateMaskInfo* expected = nullptr;
     if (slot.compare_exchange_strong(expected, computed.get(), std::memory_order_acq_rel)) {
       return *computed.release();
     }
     return *expected;  // another thread published first; ours is dropped
   }
+  return counted_info(state, count, false, budget);
+}
+
+const StateMaskInfo* CompiledGrammar::long_mask_info(int32_t state, int32_t count,
+                                                     CompileBudget& budget) const {
+  if (state_region[static_cast<size_t>(state)] < 0 ||
+      index->trie().max_depth() <= detail::kShortTokenBytes) {
+    return nullptr;
+  }
+  return &counted_info(state, count, true, budget);
+}
+
+const StateMaskInfo& CompiledGrammar::counted_info(int32_t state, int32_t count, bool long_part,
+                                                   CompileBudget& budget) const {
   const uint32_t key_bits = count_key(state, count);
   const int32_t need = static_cast<int32_t>(key_bits >> 16);
   const int32_t room = static_cast<int32_t>(key_bits & 0xFFFF);
+  auto& infos = counted_infos_[long_part ? 1 : 0];
   // An entry serves every key that agrees with its own once both are capped at its bound.
   auto find = [&]() -> const StateMaskInfo* {
-    auto it = counted_infos_.find(state);
-    if (it == counted_infos_.end()) return nullptr;
+    auto it = infos.find(state);
+    if (it == infos.end()) return nullptr;
     for (const CountedInfo& e : it->second) {
       if (std::min(need, e.bound) == e.need && std::min(room, e.bound) == e.room) {
         return e.info.get();
@@ -314,13 +348,16 @@ const StateMaskInfo& CompiledGrammar::mask_info(int32_t state, int32_t count,
     std::shared_lock lock(counted_mutex_);
     if (const StateMaskInfo* cached = find()) return *cached;
   }
+  const StateMaskInfo* short_info =
+      long_part ? &counted_info(state, count, false, budget) : nullptr;
   int32_t tested = -1;
   std::unique_ptr<const StateMaskInfo> computed =
-      compute_mask_info(*this, state, CountKey{need, room}, budget, tested);
+      compute_mask_info(*this, state, CountKey{need, room},
+                        long_part ? WalkPart::kLong : WalkPart::kShort, short_info, budget, tested);
   std::unique_lock lock(counted_mutex_);
   if (const StateMaskInfo* cached = find()) return *cached;  // another thread published first
   const int32_t bound = tested + 1;
-  std::vector<CountedInfo>& entries = counted_infos_[state];
+  std::vector<CountedInfo>& entries = infos[state];
   entries.push_back(
       CountedInfo{std::min(need, bound), std::min(room, bound), bound, std::move(computed)});
   return *entries.back().info;

@@ -120,6 +120,14 @@ void TokenTrie::build_trie() {
   }
   close_deeper_than(0);
   nodes_[0].subtree_end = static_cast<uint32_t>(nodes_.size());
+  // Deepest node of each subtree: children (later in the order) before their parents.
+  for (size_t i = nodes_.size(); i-- > 0;) {
+    TrieNode& node = nodes_[i];
+    node.subtree_depth = std::max(node.subtree_depth, node.depth);
+    for (size_t c = i + 1; c < node.subtree_end; c = nodes_[c].subtree_end) {
+      node.subtree_depth = std::max(node.subtree_depth, nodes_[c].subtree_depth);
+    }
+  }
 }
 
 void TokenTrie::build_classes() {

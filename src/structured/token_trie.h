@@ -28,12 +28,16 @@ namespace llms::structured::detail {
 inline constexpr int kNumTokenClasses = 4;
 inline constexpr int kMaxCountedChars = 32;             // class_tokens(k, n) for n <= this
 inline constexpr int kAllChars = kMaxCountedChars + 1;  // class_tokens(k, kAllChars): any length
+// Tokens longer than this many bytes are "long": few (a few hundred in a 150k vocabulary), but
+// a walk over them tests counts up to their length, so walks of counted states keep them apart.
+inline constexpr int kShortTokenBytes = kMaxCountedChars;
 
 struct TrieNode {
   uint32_t subtree_end = 0;
   uint32_t token_begin = 0;
   uint32_t token_end = 0;
   uint16_t depth = 0;
+  uint16_t subtree_depth = 0;  // the deepest node of the subtree (this one included)
   uint8_t byte = 0;
   uint8_t class_all = 0;  // bit k: every token in the subtree is in class k
   // Per class: the most characters of a subtree token (saturating at 255; meaningful only when

@@ -19,6 +19,8 @@ using testing::Completion;
 using testing::completion;
 using testing::kStopId;
 
+// Tokens that cross symbol boundaries, split UTF-8 characters, and are long (past
+// kShortTokenBytes: a word, one that ends a string and goes on, one of many words).
 const std::vector<std::string>& extra_tokens() {
   static const std::vector<std::string> tokens{"\"",
                                                "\":",
@@ -81,6 +83,8 @@ const std::vector<std::string>& extra_tokens() {
                                                "aaaaa",
                                                "aaaaaa\"",
                                                "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG",
+                                               "abcdefghijklmnopqrstuvwxyz0123456789AB\",",
+                                               "a b c d e f g h i j k l m n o p q r s t ",
                                                "\xC3\xA9\xC3\xA9\xC3\xA9",
                                                "}}",
                                                "]]",
