@@ -50,7 +50,7 @@ void MaskWalker::walk_continuation(const Continuation& c, int32_t item_state, in
       continue;
     }
     budget.charge(static_cast<int64_t>(levels_[level].items.size()), "token mask walks");
-    for (int32_t id : trie.tokens_at(node)) words[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
+    for (int32_t id : trie.tokens_at(i)) words[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
     ++i;
   }
 }

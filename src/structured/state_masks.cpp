@@ -210,14 +210,17 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
   }
   bool any_absorbed = false;
   for (int n : absorbed) any_absorbed |= n > 0;
-  auto covered = [&](const detail::TrieNode& node) {
-    if (!any_absorbed) return false;
+  // Where the walk goes on after node i if the absorbed classes accept its whole subtree (a
+  // class absorbed without limit: past the whole run of such siblings), else 0.
+  auto covered_until = [&](size_t i, const detail::TrieNode& node) -> size_t {
+    if (!any_absorbed) return 0;
     for (int k = 0; k < detail::kNumTokenClasses; ++k) {
       const int n = absorbed[static_cast<size_t>(k)];
       if (n == 0 || !(node.class_all & (1u << k))) continue;
-      if (n == detail::kAllChars || node.class_max_chars[static_cast<size_t>(k)] <= n) return true;
+      if (n == detail::kAllChars) return trie.class_run_end(k, i);
+      if (trie.class_max_chars(i, k) <= n) return node.subtree_end;
     }
-    return false;
+    return 0;
   };
 
   // Depth-first over the trie; each depth holds the views the prefix may be in (one, unless a
@@ -229,8 +232,12 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
   for (size_t i = 1; i < nodes.size();) {
     const detail::TrieNode& node = nodes[i];
     if ((part == WalkPart::kShort && node.depth > kShort) ||
-        (part == WalkPart::kLong && node.subtree_depth <= kShort) || covered(node)) {
+        (part == WalkPart::kLong && trie.subtree_depth(i) <= kShort)) {
       i = node.subtree_end;
+      continue;
+    }
+    if (const size_t end = covered_until(i, node); end != 0) {
+      i = end;
       continue;
     }
     std::vector<View>& here = stack[node.depth];
@@ -255,7 +262,7 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
     sort_unique(here);
     const bool decides = part != WalkPart::kLong || node.depth > kShort;
     if (decides) {
-      for (int32_t id : trie.tokens_at(node)) bits[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
+      for (int32_t id : trie.tokens_at(i)) bits[static_cast<size_t>(id) / 32] |= 1u << (id % 32);
     }
     if (decides && node.subtree_end > i + 1) {
       for (const View& t : here) {

@@ -90,7 +90,10 @@ void TokenTrie::build_trie() {
   std::sort(sorted_ids_.begin(), sorted_ids_.end(), [&](int32_t a, int32_t b) {
     return bytes_[static_cast<size_t>(a)] < bytes_[static_cast<size_t>(b)];
   });
+  // Tokens are sorted, so the tokens ending at a node are consecutive and come before those of
+  // every later node: node i's run starts where the ids seen before node i + 1 was made end.
   nodes_.push_back(TrieNode{});
+  token_begin_.push_back(0);
   std::vector<uint32_t> path{0};  // path[d]: the node of the current prefix of length d
   std::string_view prev;
   auto close_deeper_than = [&](size_t depth) {
@@ -108,25 +111,24 @@ void TokenTrie::build_trie() {
       TrieNode node;
       node.depth = static_cast<uint16_t>(d + 1);
       node.byte = static_cast<uint8_t>(s[d]);
-      node.token_begin = node.token_end = static_cast<uint32_t>(i);
       path.push_back(static_cast<uint32_t>(nodes_.size()));
       nodes_.push_back(node);
+      token_begin_.push_back(static_cast<uint32_t>(i));
     }
-    TrieNode& node = nodes_[path.back()];
-    if (node.token_begin == node.token_end) node.token_begin = static_cast<uint32_t>(i);
-    node.token_end = static_cast<uint32_t>(i + 1);
     max_depth_ = std::max(max_depth_, static_cast<int32_t>(s.size()));
     prev = s;
   }
+  token_begin_.push_back(static_cast<uint32_t>(sorted_ids_.size()));
   close_deeper_than(0);
   nodes_[0].subtree_end = static_cast<uint32_t>(nodes_.size());
   // Deepest node of each subtree: children (later in the order) before their parents.
+  subtree_depth_.assign(nodes_.size(), 0);
   for (size_t i = nodes_.size(); i-- > 0;) {
-    TrieNode& node = nodes_[i];
-    node.subtree_depth = std::max(node.subtree_depth, node.depth);
-    for (size_t c = i + 1; c < node.subtree_end; c = nodes_[c].subtree_end) {
-      node.subtree_depth = std::max(node.subtree_depth, nodes_[c].subtree_depth);
+    uint16_t deepest = nodes_[i].depth;
+    for (size_t c = i + 1; c < nodes_[i].subtree_end; c = nodes_[c].subtree_end) {
+      deepest = std::max(deepest, subtree_depth_[c]);
     }
+    subtree_depth_[i] = deepest;
   }
 }
 
@@ -171,26 +173,37 @@ void TokenTrie::build_classes() {
       path.push_back(i);
     }
   }
-  for (TrieNode& node : nodes_) {
-    node.class_all = static_cast<uint8_t>((1u << kNumTokenClasses) - 1);
-    node.class_max_chars.fill(0);
-  }
+  for (TrieNode& node : nodes_) node.class_all = static_cast<uint8_t>((1u << kNumTokenClasses) - 1);
+  class_max_chars_.assign(nodes_.size(), {});
   for (size_t i = nodes_.size(); i-- > 0;) {
     TrieNode& node = nodes_[i];
-    for (int32_t id : tokens_at(node)) {
+    auto& max_chars = class_max_chars_[i];
+    for (int32_t id : tokens_at(i)) {
       for (int k = 0; k < kNumTokenClasses; ++k) {
         const uint8_t c = chars[static_cast<size_t>(k)][static_cast<size_t>(id)];
         if (c == 0) node.class_all &= static_cast<uint8_t>(~(1u << k));
-        node.class_max_chars[static_cast<size_t>(k)] =
-            std::max(node.class_max_chars[static_cast<size_t>(k)], c);
+        max_chars[static_cast<size_t>(k)] = std::max(max_chars[static_cast<size_t>(k)], c);
       }
     }
     if (i == 0) break;
-    TrieNode& up = nodes_[parent[i]];
-    up.class_all &= node.class_all;
+    nodes_[parent[i]].class_all &= node.class_all;
+    auto& up = class_max_chars_[parent[i]];
     for (int k = 0; k < kNumTokenClasses; ++k) {
-      up.class_max_chars[static_cast<size_t>(k)] = std::max(
-          up.class_max_chars[static_cast<size_t>(k)], node.class_max_chars[static_cast<size_t>(k)]);
+      up[static_cast<size_t>(k)] =
+          std::max(up[static_cast<size_t>(k)], max_chars[static_cast<size_t>(k)]);
+    }
+  }
+
+  // Runs of all-class-k siblings, from the last node back: a node's run goes on through the
+  // run of the sibling right after its subtree when that sibling is all class k too.
+  for (int k = 0; k < kNumTokenClasses; ++k) {
+    auto& run_end = class_run_end_[static_cast<size_t>(k)];
+    run_end.assign(nodes_.size(), 0);
+    for (size_t i = nodes_.size(); i-- > 0;) {
+      const uint32_t next = nodes_[i].subtree_end;
+      const bool sibling_in_class = next < nodes_.size() && nodes_[next].depth == nodes_[i].depth &&
+                                    (nodes_[next].class_all & (1u << k));
+      run_end[i] = sibling_in_class ? run_end[next] : next;
     }
   }
 
