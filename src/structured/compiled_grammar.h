@@ -15,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <shared_mutex>
 #include <span>
@@ -142,14 +143,15 @@ class CompiledGrammar {
   // The part of an item's count that its masks depend on: 0 outside counted regions, else the
   // iterations still needed before an exit and still allowed, each capped past the longest
   // token (within one token a count grows by at most the token's byte length).
-  uint32_t count_key(int32_t state, int32_t count) const {
+  // Packed as need << 32 | room (a token may be 65,535 bytes, so each part needs 17 bits).
+  uint64_t count_key(int32_t state, int32_t count) const {
     const int32_t r = state_region[static_cast<size_t>(state)];
     if (r < 0) return 0;
     const int32_t cap = max_token_bytes + 1;
     const RegionInfo& region = regions[static_cast<size_t>(r)];
     const int32_t need = std::min(std::max(0, region.min - 1 - count), cap);
     const int32_t room = region.max == kUnbounded ? cap : std::min(region.max - 1 - count, cap);
-    return static_cast<uint32_t>(need) << 16 | static_cast<uint32_t>(room);
+    return static_cast<uint64_t>(need) << 32 | static_cast<uint32_t>(room);
   }
 
   // What `state` decides alone for an item of count `count`. Lazily computed and cached (per
@@ -203,11 +205,12 @@ class CompiledGrammar {
     int32_t bound = 0;
     std::unique_ptr<const StateMaskInfo> info;
   };
-  const StateMaskInfo& counted_info(int32_t state, int32_t count, bool long_part,
-                                    CompileBudget& budget) const;
+  const CountedInfo& counted_info(int32_t state, int32_t count, bool long_part,
+                                  CompileBudget& budget) const;
   mutable std::shared_mutex counted_mutex_;
   // [0]: short tokens, [1]: long tokens (mask_info, long_mask_info).
-  mutable std::array<std::unordered_map<int32_t, std::vector<CountedInfo>>, 2> counted_infos_;
+  // Deques: entries handed out stay where they are while others are added.
+  mutable std::array<std::unordered_map<int32_t, std::deque<CountedInfo>>, 2> counted_infos_;
 };
 
 // Links a parsed grammar into a CompiledGrammar (compile_pipeline.cpp). `what` names the input

@@ -58,7 +58,7 @@ void set_signature(const CompiledGrammar& g, const EarleySet& set, CompileBudget
   out.clear();
   for (const EarleyItem& item : set.items) {
     const auto state = static_cast<size_t>(item.state);
-    uint64_t count = uint64_t{g.count_key(item.state, item.count)} << 1;
+    uint64_t count = g.count_key(item.state, item.count) << 1;
     uint64_t long_walk = 0;
     if (g.state_region[state] >= 0 && (g.flags[state] & kHasBytes)) {
       const StateMaskInfo& info = g.mask_info(item.state, item.count, budget);

@@ -435,6 +435,9 @@ class NfaBuilder {
           // then the min mandatory copies in front.
           const int32_t child = e.children[0];
           const int32_t optional = e.max == kUnbounded ? 1 : e.max - e.min;
+          // Each copy is charged: a body that makes no state (`""{10000}{10000}{10000}`) would
+          // otherwise repeat without limit and without reading the clock.
+          budget_.charge(1, "expanded repetitions");
           if (f.step == 0) f.cur = f.target;
           if (f.step > 0 && f.step <= optional) {  // an optional copy is built
             if (e.max == kUnbounded) {

@@ -322,7 +322,7 @@ const StateMaskInfo& CompiledGrammar::mask_info(int32_t state, int32_t count,
     }
     return *expected;  // another thread published first; ours is dropped
   }
-  return counted_info(state, count, false, budget);
+  return *counted_info(state, count, false, budget).info;
 }
 
 const StateMaskInfo* CompiledGrammar::long_mask_info(int32_t state, int32_t count,
@@ -331,43 +331,43 @@ const StateMaskInfo* CompiledGrammar::long_mask_info(int32_t state, int32_t coun
       index->trie().max_depth() <= detail::kShortTokenBytes) {
     return nullptr;
   }
-  return &counted_info(state, count, true, budget);
+  return counted_info(state, count, true, budget).info.get();
 }
 
-const StateMaskInfo& CompiledGrammar::counted_info(int32_t state, int32_t count, bool long_part,
-                                                   CompileBudget& budget) const {
-  const uint32_t key_bits = count_key(state, count);
-  const int32_t need = static_cast<int32_t>(key_bits >> 16);
-  const int32_t room = static_cast<int32_t>(key_bits & 0xFFFF);
+const CompiledGrammar::CountedInfo& CompiledGrammar::counted_info(int32_t state, int32_t count,
+                                                                  bool long_part,
+                                                                  CompileBudget& budget) const {
+  const uint64_t key_bits = count_key(state, count);
+  const auto need = static_cast<int32_t>(key_bits >> 32);
+  const auto room = static_cast<int32_t>(key_bits & 0xFFFFFFFF);
   auto& infos = counted_infos_[long_part ? 1 : 0];
   // An entry serves every key that agrees with its own once both are capped at its bound.
-  auto find = [&]() -> const StateMaskInfo* {
+  auto find = [&]() -> const CountedInfo* {
     auto it = infos.find(state);
     if (it == infos.end()) return nullptr;
     for (const CountedInfo& e : it->second) {
-      if (std::min(need, e.bound) == e.need && std::min(room, e.bound) == e.room) {
-        return e.info.get();
-      }
+      if (std::min(need, e.bound) == e.need && std::min(room, e.bound) == e.room) return &e;
     }
     return nullptr;
   };
   {
     std::shared_lock lock(counted_mutex_);
-    if (const StateMaskInfo* cached = find()) return *cached;
+    if (const CountedInfo* cached = find()) return *cached;
   }
-  const StateMaskInfo* short_info =
-      long_part ? &counted_info(state, count, false, budget) : nullptr;
+  // The long walk skips what the short walk's absorbed classes cover, so it also depends on
+  // every count the short walk tested: its bound is at least the short entry's.
+  const CountedInfo* short_entry = long_part ? &counted_info(state, count, false, budget) : nullptr;
   int32_t tested = -1;
-  std::unique_ptr<const StateMaskInfo> computed =
-      compute_mask_info(*this, state, CountKey{need, room},
-                        long_part ? WalkPart::kLong : WalkPart::kShort, short_info, budget, tested);
+  std::unique_ptr<const StateMaskInfo> computed = compute_mask_info(
+      *this, state, CountKey{need, room}, long_part ? WalkPart::kLong : WalkPart::kShort,
+      short_entry != nullptr ? short_entry->info.get() : nullptr, budget, tested);
   std::unique_lock lock(counted_mutex_);
-  if (const StateMaskInfo* cached = find()) return *cached;  // another thread published first
-  const int32_t bound = tested + 1;
-  std::vector<CountedInfo>& entries = infos[state];
+  if (const CountedInfo* cached = find()) return *cached;  // another thread published first
+  const int32_t bound = std::max(tested + 1, short_entry != nullptr ? short_entry->bound : 0);
+  std::deque<CountedInfo>& entries = infos[state];
   entries.push_back(
       CountedInfo{std::min(need, bound), std::min(room, bound), bound, std::move(computed)});
-  return *entries.back().info;
+  return entries.back();
 }
 
 }  // namespace llms::structured

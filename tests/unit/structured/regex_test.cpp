@@ -15,6 +15,8 @@ namespace llms::structured {
 namespace {
 
 using testing::accepts;
+using testing::allowed_ids;
+using testing::brute_force_ids;
 using testing::byte_index;
 
 std::string regex_error(const std::string& pattern, CompileLimits limits = {}) {
@@ -144,6 +146,27 @@ TEST(Regex, MaskWalksOfACountedRegionAreSharedAcrossCounts) {
   m.fill_mask(words);
   EXPECT_GT(grammar_stats(*g).mask_entries, 0) << grammar_stats(*g).mask_entries;
   EXPECT_LE(grammar_stats(*g).mask_entries, 10);
+}
+
+TEST(Regex, LongTokensStayExactWhereTheClassSearchShrinks) {
+  // A long token (33 bytes) of few characters (22) is covered by the class search at a small
+  // count, so the long walk skips it there; deep into the count the class search allows fewer
+  // characters and the token must be walked again, not served by the long walk cached before.
+  std::string x_e;
+  for (int i = 0; i < 11; ++i) x_e += "x\xC3\xA9";
+  auto g = compile_regex("\"([^\"x]|x[^\"]){0,40}\"", byte_index({x_e}));
+  Matcher m(g);
+  ASSERT_TRUE(m.accept_bytes("\""));
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_EQ(allowed_ids(m), brute_force_ids(m)) << "after " << i << " characters";
+    ASSERT_TRUE(m.accept_bytes("a"));
+  }
+}
+
+TEST(Regex, RepeatedEmptyBodiesAreBoundedByTheBudget) {
+  // Copies of a body that makes no automaton state still cost budget, so this is refused at
+  // once instead of expanding 10^12 empty copies (without the charge this test hangs).
+  EXPECT_THROW(compile_regex("(((){10000}){10000}){10000}", byte_index()), Error);
 }
 
 TEST(Regex, SupportedSyntax) {
