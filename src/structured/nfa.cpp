@@ -287,6 +287,7 @@ class NfaBuilder {
       int32_t cur = -1;    // entry of what is built so far (concatenations, repeats)
       int32_t entry = -1;  // alternation / optional copy entry state
       int32_t aux = -1;    // counted region: its id; counted body end state in `cur`
+      int32_t mark = -1;   // expanded repeat: states made before the last copy
     };
     std::vector<Frame> stack;
     stack.push_back({root, target, -1});
@@ -435,9 +436,11 @@ class NfaBuilder {
           // then the min mandatory copies in front.
           const int32_t child = e.children[0];
           const int32_t optional = e.max == kUnbounded ? 1 : e.max - e.min;
-          // Each copy is charged: a body that makes no state (`""{10000}{10000}{10000}`) would
-          // otherwise repeat without limit and without reading the clock.
-          budget_.charge(1, "expanded repetitions");
+          // A copy that made no state is charged: a body like that (`""{10000}{10000}{10000}`)
+          // would otherwise repeat without limit and without reading the clock.
+          const auto states = static_cast<int32_t>(nfa_.out.size());
+          if (f.step > 0 && states == f.mark) budget_.charge(1, "expanded repetitions");
+          f.mark = states;
           if (f.step == 0) f.cur = f.target;
           if (f.step > 0 && f.step <= optional) {  // an optional copy is built
             if (e.max == kUnbounded) {
