@@ -115,6 +115,17 @@ inline const uint8_t* row_block(const Tile& t, int r, int64_t b, size_t block_by
 // next-rows prefetch streamed slower from memory: docs/PERF.md).
 constexpr size_t kPairPrefetchBytes = 2048;
 
+// Prefetches what a tile of R rows reads after block0 (row 0's block of this step): the pair's
+// stream kPairPrefetchBytes ahead, or the same blocks of the next R rows in the row layout.
+template <int R, bool kPairs>
+inline void prefetch_ahead(const Tile& t, const uint8_t* block0, size_t block_bytes) {
+  if constexpr (kPairs) {
+    prefetch(block0 + kPairPrefetchBytes, 2 * block_bytes);
+  } else {
+    for (int r = 0; r < R; ++r) prefetch(block0 + (r + R) * t.w_stride, block_bytes);
+  }
+}
+
 // kPairs: the rows are a pair in the row-pair layout (R <= 2), read as one stream.
 template <bool kFiveBit, int R, bool kPairs = false>
 void q45k_gemv_tile(const Tile& t) {
@@ -131,11 +142,7 @@ void q45k_gemv_tile(const Tile& t) {
     const __m128i group_sums = act_group_sums(a);
     __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
     __m128i m0 = _mm_setzero_si128(), m1 = m0, m2 = m0, m3 = m0;
-    if constexpr (kPairs) {
-      prefetch(block0 + kPairPrefetchBytes, 2 * F::kBytes);
-    } else {
-      for (int r = 0; r < R; ++r) prefetch(block0 + (r + R) * t.w_stride, F::kBytes);
-    }
+    prefetch_ahead<R, kPairs>(t, block0, F::kBytes);
     s0 = q45k_block<kFiveBit>(block0, a, group_sums, &m0);
     if constexpr (R > 1) s1 = q45k_block<kFiveBit>(block0 + row_step, a, group_sums, &m1);
     if constexpr (R > 2) s2 = q45k_block<kFiveBit>(block0 + 2 * row_step, a, group_sums, &m2);
@@ -206,11 +213,7 @@ void q6k_gemv_tile(const Tile& t) {
   for (int64_t b = 0; b < n_blocks; ++b) {
     const ActQ8K& a = act[b];
     const uint8_t* block0 = row_block<kPairs>(t, 0, b, Q6K::kBytes);
-    if constexpr (kPairs) {
-      prefetch(block0 + kPairPrefetchBytes, 2 * Q6K::kBytes);
-    } else {
-      for (int r = 0; r < R; ++r) prefetch(block0 + (r + R) * t.w_stride, Q6K::kBytes);
-    }
+    prefetch_ahead<R, kPairs>(t, block0, Q6K::kBytes);
     const __m256i zero = _mm256_setzero_si256();
     const __m256i s0 = q6k_block(block0, a);
     const __m256i s1 = R > 1 ? q6k_block(block0 + row_step, a) : zero;
@@ -311,11 +314,7 @@ void q45k_small_tile(const Tile& t) {
     for (int i = 0; i < A; ++i) group_sums[i] = act_group_sums(*a[i]);
     const __m128 da = small_act_scales<A>(a);
     const uint8_t* block0 = row_block<kPairs>(t, 0, b, F::kBytes);
-    if constexpr (kPairs) {
-      prefetch(block0 + kPairPrefetchBytes, 2 * F::kBytes);
-    } else {
-      for (int r = 0; r < R; ++r) prefetch(block0 + (r + R) * t.w_stride, F::kBytes);
-    }
+    prefetch_ahead<R, kPairs>(t, block0, F::kBytes);
     for (int r = 0; r < R; ++r) {
       const uint8_t* block = row_block<kPairs>(t, r, b, F::kBytes);
       __m256i s[4];
@@ -372,11 +371,7 @@ void q6k_small_tile(const Tile& t) {
     small_act_blocks<A>(t, b, a);
     const __m128 da = small_act_scales<A>(a);
     const uint8_t* block0 = row_block<kPairs>(t, 0, b, Q6K::kBytes);
-    if constexpr (kPairs) {
-      prefetch(block0 + kPairPrefetchBytes, 2 * Q6K::kBytes);
-    } else {
-      for (int r = 0; r < R; ++r) prefetch(block0 + (r + R) * t.w_stride, Q6K::kBytes);
-    }
+    prefetch_ahead<R, kPairs>(t, block0, Q6K::kBytes);
     for (int r = 0; r < R; ++r) {
       const uint8_t* block = row_block<kPairs>(t, r, b, Q6K::kBytes);
       __m256i s[4];
