@@ -153,8 +153,7 @@ std::vector<uint8_t> plan_callable_rules(const Grammar& grammar, CompileBudget& 
     const auto& targets = refs[static_cast<size_t>(r)];
     const bool leaf = std::all_of(targets.begin(), targets.end(),
                                   [&](int32_t t) { return callable[static_cast<size_t>(t)] != 0; });
-    if (shared == SharedRules::kLargeCalled ||
-        (shared == SharedRules::kLargeLeavesCalled && leaf)) {
+    if (shared == SharedRules::kLargeCalled || leaf) {
       callable[static_cast<size_t>(r)] = 1;
     }
   }
@@ -443,12 +442,7 @@ class NfaBuilder {
           f.mark = states;
           if (f.step == 0) f.cur = f.target;
           if (f.step > 0 && f.step <= optional) {  // an optional copy is built
-            if (e.max == kUnbounded) {
-              edge(f.entry, result, NfaEdgeKind::kEpsilon);
-            } else {
-              edge(f.entry, result, NfaEdgeKind::kEpsilon);
-              edge(f.entry, f.target, NfaEdgeKind::kEpsilon);
-            }
+            edge(f.entry, result, NfaEdgeKind::kEpsilon);
             f.cur = f.entry;
           } else if (f.step > optional) {  // a mandatory copy is built
             f.cur = result;
@@ -457,12 +451,9 @@ class NfaBuilder {
             const std::optional<int32_t> entry = new_state(region);
             if (!entry) return -1;
             f.entry = *entry;
-            if (e.max == kUnbounded) {
-              edge(f.entry, f.target, NfaEdgeKind::kEpsilon);
-              child_target = f.entry;  // the copy loops back to its entry
-            } else {
-              child_target = f.cur;
-            }
+            edge(f.entry, f.target, NfaEdgeKind::kEpsilon);  // skip the optional copies
+            // The unbounded copy loops back to its entry; bounded ones lead to the next.
+            child_target = e.max == kUnbounded ? f.entry : f.cur;
             ++f.step;
             child_to_build = child;
           } else if (f.step < optional + e.min) {
