@@ -81,7 +81,17 @@ class CompiledGrammar {
   CompiledGrammar(const CompiledGrammar&) = delete;
   CompiledGrammar& operator=(const CompiledGrammar&) = delete;
 
-  bool is_final(int32_t state) const { return flags[static_cast<size_t>(state)] & kFinal; }
+  // Per-state facts. Parsers and walks read the automaton through these only.
+  uint8_t flags_of(int32_t state) const { return flags[static_cast<size_t>(state)]; }
+  bool is_final(int32_t state) const { return flags_of(state) & kFinal; }
+  int32_t region_of(int32_t state) const { return state_region[static_cast<size_t>(state)]; }
+  int32_t rule_of(int32_t state) const { return state_rule[static_cast<size_t>(state)]; }
+  // The n_classes transition codes of a state.
+  const int32_t* row(int32_t state) const {
+    return next.data() + static_cast<size_t>(state) * static_cast<size_t>(n_classes);
+  }
+  const GuardedMove& guarded_move(int32_t code) const { return guarded[guarded_index(code)]; }
+  const MoveTarget& move_target(uint32_t i) const { return move_targets[i]; }
   std::span<const CallEdge> calls_of(int32_t state) const {
     return std::span<const CallEdge>(calls).subspan(
         static_cast<size_t>(call_begin[static_cast<size_t>(state)]),
@@ -90,21 +100,19 @@ class CompiledGrammar {
   }
 
   // The transition code (dfa.h) of a byte; follow it with for_each_move().
-  int32_t code(int32_t state, uint8_t byte) const {
-    return next[static_cast<size_t>(state) * static_cast<size_t>(n_classes) + byte_class[byte]];
-  }
+  int32_t code(int32_t state, uint8_t byte) const { return row(state)[byte_class[byte]]; }
   // Calls fn(target, count) for each state a transition code leads to from `state` (-1 for a
   // rule's start) for an item whose count is `count`.
   template <typename Fn>
   void for_each_move(int32_t code, int32_t state, int32_t count, Fn&& fn) const {
-    const int32_t from_region = state < 0 ? -1 : state_region[static_cast<size_t>(state)];
+    const int32_t from_region = state < 0 ? -1 : region_of(state);
     if (code >= 0) {
-      const int32_t r = state_region[static_cast<size_t>(code)];
+      const int32_t r = region_of(code);
       fn(code, r >= 0 && r == from_region ? count : 0);
       return;
     }
     if (code == kNoMove) return;
-    const GuardedMove& g = guarded[guarded_index(code)];
+    const GuardedMove& g = guarded_move(code);
     size_t variant = kLoopAndExit;
     int32_t saturation = 0;
     bool unbounded = false;
@@ -117,9 +125,9 @@ class CompiledGrammar {
       variant = loop_ok ? (exit_ok ? kLoopAndExit : kLoopOnly) : kExitOnly;
     }
     for (uint32_t i = 0; i < g.size[variant]; ++i) {
-      const MoveTarget& m = move_targets[g.begin[variant] + i];
+      const MoveTarget& m = move_target(g.begin[variant] + i);
       int32_t next_count = 0;
-      if (state_region[static_cast<size_t>(m.target)] >= 0) {
+      if (region_of(m.target) >= 0) {
         if (m.action == CountAction::kKeep) {
           next_count = count;
         } else if (m.action == CountAction::kIncrement) {
@@ -133,7 +141,7 @@ class CompiledGrammar {
 
   // The count after `added` more iterations of the region of `state`, from `count`.
   int32_t add_iterations(int32_t state, int32_t count, int32_t added) const {
-    const int32_t r = state_region[static_cast<size_t>(state)];
+    const int32_t r = region_of(state);
     if (r < 0) return 0;
     const RegionInfo& region = regions[static_cast<size_t>(r)];
     if (region.max != kUnbounded) return count + added;
@@ -145,7 +153,7 @@ class CompiledGrammar {
   // token (within one token a count grows by at most the token's byte length).
   // Packed as need << 32 | room (a token may be 65,535 bytes, so each part needs 17 bits).
   uint64_t count_key(int32_t state, int32_t count) const {
-    const int32_t r = state_region[static_cast<size_t>(state)];
+    const int32_t r = region_of(state);
     if (r < 0) return 0;
     const int32_t cap = max_token_bytes + 1;
     const RegionInfo& region = regions[static_cast<size_t>(r)];

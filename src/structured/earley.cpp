@@ -81,13 +81,13 @@ void EarleyBuilder::add(EarleySet& set, EarleyItem item) {
 void EarleyBuilder::close(EarleySet& set) {
   for (size_t i = 0; i < set.items.size(); ++i) {
     const EarleyItem item = set.items[i];  // a copy: add() may grow the vector
-    const uint8_t flags = g_.flags[static_cast<size_t>(item.state)];
+    const uint8_t flags = g_.flags_of(item.state);
     // Completion. An empty completion (origin == this set) needs nothing here: every caller of
     // a nullable rule was advanced when it predicted it.
     if ((flags & kFinal) && item.origin != &set) {
-      const int32_t rule = g_.state_rule[static_cast<size_t>(item.state)];
+      const int32_t rule = g_.rule_of(item.state);
       for (const EarleyItem& waiting : item.origin->items) {
-        if (!(g_.flags[static_cast<size_t>(waiting.state)] & kHasCalls)) continue;
+        if (!(g_.flags_of(waiting.state) & kHasCalls)) continue;
         for (const CallEdge& c : g_.calls_of(waiting.state)) {
           if (c.rule != rule) continue;
           g_.for_each_move(c.target, waiting.state, waiting.count, [&](int32_t t, int32_t count) {
@@ -114,11 +114,9 @@ void EarleyBuilder::close(EarleySet& set) {
 
 bool EarleyBuilder::step(const EarleySet& from, uint8_t byte, EarleySet& to) {
   to.items.clear();
-  const size_t n_classes = static_cast<size_t>(g_.n_classes);
   const size_t cls = g_.byte_class[byte];
-  const int32_t* next = g_.next.data();
   for (const EarleyItem& item : from.items) {
-    const int32_t code = next[static_cast<size_t>(item.state) * n_classes + cls];
+    const int32_t code = g_.row(item.state)[cls];
     if (code == kNoMove) continue;
     g_.for_each_move(code, item.state, item.count, [&](int32_t t, int32_t count) {
       add(to, EarleyItem{t, count, item.origin});
@@ -150,7 +148,7 @@ bool is_accepting_set(const CompiledGrammar& grammar, const EarleySet& set) {
   const EarleySet* initial = grammar.initial_set.get();
   for (const EarleyItem& item : set.items) {
     if (item.origin == initial && grammar.is_final(item.state) &&
-        grammar.state_rule[static_cast<size_t>(item.state)] == grammar.root_rule) {
+        grammar.rule_of(item.state) == grammar.root_rule) {
       return true;
     }
   }
@@ -159,7 +157,7 @@ bool is_accepting_set(const CompiledGrammar& grammar, const EarleySet& set) {
 
 bool can_read_byte(const CompiledGrammar& grammar, const EarleySet& set) {
   for (const EarleyItem& item : set.items) {
-    if (grammar.flags[static_cast<size_t>(item.state)] & kHasBytes) return true;
+    if (grammar.flags_of(item.state) & kHasBytes) return true;
   }
   return false;
 }

@@ -16,7 +16,7 @@ MaskWalker::MaskWalker(const CompiledGrammar& grammar)
 void MaskWalker::fill(const EarleySet& set, std::span<uint32_t> words, CompileBudget& budget) {
   seen_infos_.clear();
   for (const EarleyItem& item : set.items) {
-    if (!(g_.flags[static_cast<size_t>(item.state)] & kHasBytes)) continue;
+    if (!(g_.flags_of(item.state) & kHasBytes)) continue;
     budget.charge(1, "token mask items");
     const StateMaskInfo* long_info = g_.long_mask_info(item.state, item.count, budget);
     for (const StateMaskInfo* info : {&g_.mask_info(item.state, item.count, budget), long_info}) {

@@ -57,10 +57,9 @@ void set_signature(const CompiledGrammar& g, const EarleySet& set, CompileBudget
                    std::vector<std::tuple<int32_t, uint64_t, uint64_t, const EarleySet*>>& out) {
   out.clear();
   for (const EarleyItem& item : set.items) {
-    const auto state = static_cast<size_t>(item.state);
     uint64_t count = g.count_key(item.state, item.count) << 1;
     uint64_t long_walk = 0;
-    if (g.state_region[state] >= 0 && (g.flags[state] & kHasBytes)) {
+    if (g.region_of(item.state) >= 0 && (g.flags_of(item.state) & kHasBytes)) {
       const StateMaskInfo& info = g.mask_info(item.state, item.count, budget);
       const StateMaskInfo* long_info = g.long_mask_info(item.state, item.count, budget);
       if (!info.continuations_read_count &&

@@ -54,8 +54,8 @@ class Walker {
   // Appends the views a transition code leads to from v (none when there is no edge).
   void step(const View& v, int32_t code, std::vector<View>& out) const {
     if (code >= 0) {
-      const int32_t r = g_.state_region[static_cast<size_t>(code)];
-      if (r >= 0 && r == g_.state_region[static_cast<size_t>(v.state)]) {
+      const int32_t r = g_.region_of(code);
+      if (r >= 0 && r == g_.region_of(v.state)) {
         out.push_back(View{code, v.count, v.relative});
       } else {
         out.push_back(View{code, 0, false});
@@ -63,8 +63,8 @@ class Walker {
       return;
     }
     if (code == kNoMove) return;
-    const GuardedMove& m = g_.guarded[guarded_index(code)];
-    const int32_t r = g_.state_region[static_cast<size_t>(v.state)];
+    const GuardedMove& m = g_.guarded_move(code);
+    const int32_t r = g_.region_of(v.state);
     size_t variant = kLoopAndExit;
     if (r >= 0) {
       bool loop_ok = false;
@@ -81,8 +81,8 @@ class Walker {
       variant = loop_ok ? (exit_ok ? kLoopAndExit : kLoopOnly) : kExitOnly;
     }
     for (uint32_t i = 0; i < m.size[variant]; ++i) {
-      const MoveTarget& t = g_.move_targets[m.begin[variant] + i];
-      if (g_.state_region[static_cast<size_t>(t.target)] < 0) {
+      const MoveTarget& t = g_.move_target(m.begin[variant] + i);
+      if (g_.region_of(t.target) < 0) {
         out.push_back(View{t.target, 0, false});
         continue;
       }
@@ -130,7 +130,6 @@ int absorbed_chars(const CompiledGrammar& g, const Walker& walker, const std::ve
                    int k, CompileBudget& budget) {
   constexpr size_t kMaxSets = 512;
   const auto& sequences = detail::TokenTrie::class_sequences(k);
-  const auto n_classes = static_cast<size_t>(g.n_classes);
   std::vector<std::vector<View>> level{start};
   std::vector<std::vector<View>> seen{start};
   std::vector<std::vector<View>> next_level;
@@ -149,9 +148,7 @@ int absorbed_chars(const CompiledGrammar& g, const Walker& walker, const std::ve
             for (const std::vector<View>& f : frontier) {
               moved.clear();
               for (const View& v : f) {
-                walker.step(
-                    v, g.next[static_cast<size_t>(v.state) * n_classes + static_cast<size_t>(c)],
-                    moved);
+                walker.step(v, g.row(v.state)[c], moved);
               }
               if (moved.empty()) return depth;
               budget.charge(static_cast<int64_t>(moved.size()), "token mask walks");
@@ -195,7 +192,7 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
   std::vector<uint32_t> bits(static_cast<size_t>(trie.n_words()), 0);
   auto info = std::make_unique<StateMaskInfo>();
   const Walker walker(g, key);
-  const std::vector<View> start{View{state, 0, g.state_region[static_cast<size_t>(state)] >= 0}};
+  const std::vector<View> start{View{state, 0, g.region_of(state) >= 0}};
 
   std::array<int, detail::kNumTokenClasses> absorbed{};
   for (int k = 0; k < detail::kNumTokenClasses; ++k) {
@@ -246,7 +243,7 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
     if (parent.size() == 1) {  // the common case: one position, usually a plain move
       const View& v = parent[0];
       const int32_t code = g.code(v.state, node.byte);
-      if (code >= 0 && g.state_region[static_cast<size_t>(code)] < 0) {
+      if (code >= 0 && g.region_of(code) < 0) {
         here.push_back(View{code, 0, false});
       } else {
         walker.step(v, code, here);
@@ -266,7 +263,7 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
     }
     if (decides && node.subtree_end > i + 1) {
       for (const View& t : here) {
-        if (g.flags[static_cast<size_t>(t.state)] & (kFinal | kHasCalls)) {
+        if (g.flags_of(t.state) & (kFinal | kHasCalls)) {
           info->continuations.push_back(
               Continuation{static_cast<int32_t>(i), t.state, t.count, t.relative});
           info->continuations_read_count |= t.relative;
@@ -308,7 +305,7 @@ int64_t CompiledGrammar::cached_mask_infos() const {
 
 const StateMaskInfo& CompiledGrammar::mask_info(int32_t state, int32_t count,
                                                 CompileBudget& budget) const {
-  const int32_t r = state_region[static_cast<size_t>(state)];
+  const int32_t r = region_of(state);
   if (r < 0) {
     std::atomic<const StateMaskInfo*>& slot = mask_infos_[static_cast<size_t>(state)];
     const StateMaskInfo* cached = slot.load(std::memory_order_acquire);
@@ -327,8 +324,7 @@ const StateMaskInfo& CompiledGrammar::mask_info(int32_t state, int32_t count,
 
 const StateMaskInfo* CompiledGrammar::long_mask_info(int32_t state, int32_t count,
                                                      CompileBudget& budget) const {
-  if (state_region[static_cast<size_t>(state)] < 0 ||
-      index->trie().max_depth() <= detail::kShortTokenBytes) {
+  if (region_of(state) < 0 || index->trie().max_depth() <= detail::kShortTokenBytes) {
     return nullptr;
   }
   return counted_info(state, count, true, budget).info.get();
