@@ -1,14 +1,15 @@
 // structured/compiled_grammar: the linked automaton that every matcher of one constraint shares.
 //
-// Every callable rule is a DFA over byte classes whose states are numbered globally; a state has
-// byte edges (next), call edges (calls) and may be final (its rule can end there). Invariants
-// the masks rely on for exactness: every state can reach a final state of its rule (dead states
-// are pruned), every called rule is productive (derives some string), so every Earley item is a
-// witness that the text so far can be completed.
+// Every callable rule is a DFA over byte classes (dfa.h, built on demand) whose states are
+// numbered globally; a state has byte edges (its row), call edges (calls) and may be final (its
+// rule can end there). Invariants the masks rely on for exactness: every state can reach a
+// final state of its rule (dead NFA states never enter a state), every called rule is
+// productive (derives some string), so every Earley item is a witness that the text so far can
+// be completed.
 //
-// Immutable after compile except the per-state mask cache, which is filled lazily under a mutex
-// and published through atomics (thread-safe, no lock: a race computes an entry twice and one
-// copy is dropped).
+// Immutable after compile except the automaton's rows (dfa.h) and the per-state mask cache,
+// which is filled lazily and published through atomics (thread-safe, no lock on reads: a race
+// computes an entry twice and one copy is dropped).
 #pragma once
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -32,11 +34,6 @@ namespace llms::structured {
 
 class EarleySet;
 
-struct CallEdge {
-  int32_t rule = 0;
-  int32_t target = 0;  // a transition code (dfa.h)
-};
-
 struct RegionInfo {
   int32_t min = 0;
   int32_t max = 0;  // kUnbounded allowed
@@ -46,12 +43,6 @@ struct RuleInfo {
   std::string name;
   int32_t start = kNoMove;  // the transition code entering the rule (from state -1, count 0)
   bool nullable = false;
-};
-
-enum StateFlags : uint8_t {
-  kFinal = 1,     // the state's rule may end here
-  kHasBytes = 2,  // some byte edge leaves the state
-  kHasCalls = 4,  // some call edge leaves the state
 };
 
 // Where a token walk by a state's own byte edges passes a state that may end its rule or call
@@ -81,25 +72,19 @@ class CompiledGrammar {
   CompiledGrammar(const CompiledGrammar&) = delete;
   CompiledGrammar& operator=(const CompiledGrammar&) = delete;
 
-  // Per-state facts. Parsers and walks read the automaton through these only.
-  uint8_t flags_of(int32_t state) const { return flags[static_cast<size_t>(state)]; }
-  bool is_final(int32_t state) const { return flags_of(state) & kFinal; }
-  int32_t region_of(int32_t state) const { return state_region[static_cast<size_t>(state)]; }
-  int32_t rule_of(int32_t state) const { return state_rule[static_cast<size_t>(state)]; }
+  // Per-state facts (dfa.h: a state's row is built on first read, which may throw
+  // llms::Error "constraint too complex"). Parsers and walks read the automaton through these.
+  uint8_t flags_of(int32_t state) const { return automaton->flags_of(state); }
+  bool is_final(int32_t state) const { return automaton->is_final(state); }
+  int32_t region_of(int32_t state) const { return automaton->region_of(state); }
+  int32_t rule_of(int32_t state) const { return automaton->rule_of(state); }
   // The n_classes transition codes of a state.
-  const int32_t* row(int32_t state) const {
-    return next.data() + static_cast<size_t>(state) * static_cast<size_t>(n_classes);
-  }
-  const GuardedMove& guarded_move(int32_t code) const { return guarded[guarded_index(code)]; }
-  const MoveTarget& move_target(uint32_t i) const { return move_targets[i]; }
-  std::span<const CallEdge> calls_of(int32_t state) const {
-    return std::span<const CallEdge>(calls).subspan(
-        static_cast<size_t>(call_begin[static_cast<size_t>(state)]),
-        static_cast<size_t>(call_begin[static_cast<size_t>(state) + 1] -
-                            call_begin[static_cast<size_t>(state)]));
-  }
+  const int32_t* row(int32_t state) const { return automaton->row(state); }
+  const GuardedMove& guarded_move(int32_t code) const { return automaton->guarded_move(code); }
+  const MoveTarget& move_target(uint32_t i) const { return automaton->move_target(i); }
+  std::span<const CallEdge> calls_of(int32_t state) const { return automaton->calls_of(state); }
 
-  // The transition code (dfa.h) of a byte; follow it with for_each_move().
+  // The transition code of a byte; follow it with for_each_move().
   int32_t code(int32_t state, uint8_t byte) const { return row(state)[byte_class[byte]]; }
   // Calls fn(target, count) for each state a transition code leads to from `state` (-1 for a
   // rule's start) for an item whose count is `count`.
@@ -174,7 +159,7 @@ class CompiledGrammar {
   const StateMaskInfo& mask_info(int32_t state, int32_t count, CompileBudget& budget) const;
   // nullptr outside counted regions and when no token is long.
   const StateMaskInfo* long_mask_info(int32_t state, int32_t count, CompileBudget& budget) const;
-  void init_mask_cache();             // once n_states is final
+  void init_mask_cache();             // once the automaton is made
   int64_t cached_mask_infos() const;  // entries cached so far
 
   // What computing one mask may cost (MaskWalker::fill). Nested counted regions can make an
@@ -187,16 +172,8 @@ class CompiledGrammar {
   int32_t max_token_bytes = 0;  // the index's longest text token
   std::array<uint8_t, 256> byte_class{};
   int32_t n_classes = 1;
-  int32_t n_states = 0;
-  std::vector<int32_t> next;  // n_states * n_classes transition codes (dfa.h)
-  std::vector<uint8_t> flags;
-  std::vector<int32_t> state_rule;
-  std::vector<int32_t> state_region;  // counted region of each state, or -1
+  std::optional<LazyDfa> automaton;  // made once at link time (in place: no indirection)
   std::vector<RegionInfo> regions;
-  std::vector<GuardedMove> guarded;
-  std::vector<MoveTarget> move_targets;
-  std::vector<int32_t> call_begin;  // n_states + 1 offsets into calls
-  std::vector<CallEdge> calls;
   std::vector<RuleInfo> rules;
   int32_t root_rule = 0;
   // The Earley set before any text: shared by every matcher, so items that reach back to it are
@@ -204,7 +181,8 @@ class CompiledGrammar {
   std::shared_ptr<const EarleySet> initial_set;
 
  private:
-  mutable std::unique_ptr<std::atomic<const StateMaskInfo*>[]> mask_infos_;  // no region
+  // Per state outside counted regions (sized for the automaton's largest state count).
+  std::unique_ptr<ReservedArray<const StateMaskInfo*>> mask_infos_;  // atomic_ref
   // Counted states: per state, entries keyed by (need, room) capped at `bound` (the walk tested
   // no count at or past it).
   struct CountedInfo {

@@ -57,8 +57,13 @@ std::shared_ptr<const CompiledGrammar> compile_choices(std::span<const std::stri
 const TokenIndex& token_index(const CompiledGrammar& grammar) { return *grammar.index; }
 
 GrammarStats grammar_stats(const CompiledGrammar& grammar) {
-  return GrammarStats{grammar.n_states, static_cast<int32_t>(grammar.rules.size()),
-                      grammar.cached_mask_infos()};
+  GrammarStats stats;
+  stats.states_built = grammar.automaton->n_states();
+  grammar.automaton->build_all();
+  stats.states = grammar.automaton->n_states();
+  stats.rules = static_cast<int32_t>(grammar.rules.size());
+  stats.mask_entries = grammar.cached_mask_infos();
+  return stats;
 }
 
 }  // namespace llms::structured

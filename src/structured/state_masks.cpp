@@ -225,6 +225,10 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
   const auto& nodes = trie.nodes();
   std::vector<std::vector<View>> stack(static_cast<size_t>(trie.max_depth()) + 1);
   stack[0] = start;
+  // The row of a depth's single view, read once for all the node's children (-1: not read).
+  std::vector<int32_t> row_state(stack.size(), -1);
+  std::vector<const int32_t*> rows(stack.size(), nullptr);
+  const uint8_t* byte_class = g.byte_class.data();
   constexpr int kShort = detail::kShortTokenBytes;
   for (size_t i = 1; i < nodes.size();) {
     const detail::TrieNode& node = nodes[i];
@@ -242,7 +246,12 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
     here.clear();
     if (parent.size() == 1) {  // the common case: one position, usually a plain move
       const View& v = parent[0];
-      const int32_t code = g.code(v.state, node.byte);
+      const size_t up = node.depth - 1u;
+      if (row_state[up] != v.state) {
+        row_state[up] = v.state;
+        rows[up] = g.row(v.state);
+      }
+      const int32_t code = rows[up][byte_class[node.byte]];
       if (code >= 0 && g.region_of(code) < 0) {
         here.push_back(View{code, 0, false});
       } else {
@@ -283,18 +292,18 @@ CompiledGrammar::CompiledGrammar() = default;
 
 CompiledGrammar::~CompiledGrammar() {
   if (!mask_infos_) return;
-  for (int32_t s = 0; s < n_states; ++s) delete mask_infos_[static_cast<size_t>(s)].load();
+  for (int32_t s = 0; s < automaton->n_states(); ++s) delete (*mask_infos_)[static_cast<size_t>(s)];
 }
 
 void CompiledGrammar::init_mask_cache() {
-  mask_infos_ =
-      std::make_unique<std::atomic<const StateMaskInfo*>[]>(static_cast<size_t>(n_states));
+  mask_infos_ = std::make_unique<ReservedArray<const StateMaskInfo*>>(automaton->max_states());
 }
 
 int64_t CompiledGrammar::cached_mask_infos() const {
   int64_t n = 0;
-  for (int32_t s = 0; s < n_states; ++s) {
-    n += mask_infos_[static_cast<size_t>(s)].load(std::memory_order_acquire) != nullptr ? 1 : 0;
+  for (int32_t s = 0; s < automaton->n_states(); ++s) {
+    const StateMaskInfo*& slot = (*mask_infos_)[static_cast<size_t>(s)];
+    n += std::atomic_ref<const StateMaskInfo*>(slot).load(std::memory_order_acquire) != nullptr;
   }
   std::shared_lock lock(counted_mutex_);
   for (const auto& infos : counted_infos_) {
@@ -307,7 +316,7 @@ const StateMaskInfo& CompiledGrammar::mask_info(int32_t state, int32_t count,
                                                 CompileBudget& budget) const {
   const int32_t r = region_of(state);
   if (r < 0) {
-    std::atomic<const StateMaskInfo*>& slot = mask_infos_[static_cast<size_t>(state)];
+    std::atomic_ref<const StateMaskInfo*> slot((*mask_infos_)[static_cast<size_t>(state)]);
     const StateMaskInfo* cached = slot.load(std::memory_order_acquire);
     if (cached != nullptr) return *cached;
     int32_t tested = -1;

@@ -27,6 +27,10 @@ class CompileBudget {
   void charge(int64_t units, std::string_view what);
 
   int64_t work() const { return work_; }
+  // Wall time since the budget was made (the compilation's own time so far).
+  std::chrono::steady_clock::duration elapsed() const {
+    return std::chrono::steady_clock::now() - start_;
+  }
   const CompileLimits& limits() const { return limits_; }
 
  private:

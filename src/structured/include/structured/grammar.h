@@ -48,8 +48,10 @@ std::shared_ptr<const CompiledGrammar> compile_choices(std::span<const std::stri
 const TokenIndex& token_index(const CompiledGrammar& grammar);
 
 // The shape of a compiled grammar and what its masks have cached so far (tests, diagnostics).
+// The automaton is built on demand: grammar_stats() builds all of it to count its states.
 struct GrammarStats {
   int32_t states = 0;        // automaton states, all rules
+  int32_t states_built = 0;  // of those, made by compiling and masking before this call
   int32_t rules = 0;         // rules the parser calls (the others are inlined)
   int64_t mask_entries = 0;  // per-state token walks cached so far
 };
