@@ -471,9 +471,19 @@ class PatternParser {
     }
   }
 
+  static bool has_anchor(const PatternNode& node) {
+    using Kind = PatternNode::Kind;
+    if (node.kind == Kind::kStartAnchor || node.kind == Kind::kEndAnchor) return true;
+    return std::any_of(node.children.begin(), node.children.end(), has_anchor);
+  }
+
+  // Subtrees without anchors have one reading, themselves: only the parts that hold an anchor
+  // are split into readings (a long pattern between ^ and $ is then read in linear time, not
+  // copied once per part).
   std::vector<Anchored> expand(const PatternNode& node) {
     using Kind = PatternNode::Kind;
     budget_.charge(1, "pattern anchor readings");
+    if (!has_anchor(node)) return {Anchored{false, false, node}};
     switch (node.kind) {
       case Kind::kStartAnchor:
         return {Anchored{true, false, PatternNode::concat({})}};
@@ -488,16 +498,23 @@ class PatternParser {
         }
         return out;
       }
-      case Kind::kRepeat: {
-        for (const Anchored& option : expand(node.children[0])) {
-          if (option.start || option.end) fail("an anchor inside a repetition is not supported");
-        }
-        return {Anchored{false, false, node}};
-      }
+      case Kind::kRepeat:
+        fail("an anchor inside a repetition is not supported");
       case Kind::kConcat: {
         std::vector<Anchored> readings{Anchored{false, false, PatternNode::concat({})}};
         for (const PatternNode& child : node.children) {
           std::vector<Anchored> next;
+          if (!has_anchor(child)) {
+            // Every reading goes on with the child (after $, only if it can match nothing).
+            for (Anchored& left : readings) {
+              budget_.charge(1, "pattern anchor readings");
+              if (left.end && !nullable(child)) continue;
+              if (!left.end) left.node.children.push_back(child);
+              next.push_back(std::move(left));
+            }
+            readings = std::move(next);
+            continue;
+          }
           for (const Anchored& left : readings) {
             for (const Anchored& right : expand(child)) {
               budget_.charge(1, "pattern anchor readings");
