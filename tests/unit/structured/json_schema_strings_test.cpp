@@ -47,6 +47,26 @@ TEST(JsonSchemaStrings, PatternsAreSearchesUnlessAnchored) {
                {"\"١a x\"", R"("1a \n")", R"("1é x")"});
 }
 
+TEST(JsonSchemaStrings, AnchoredPatternsStayLinear) {
+  // 30 alternations between ^ and $: only the anchors split the pattern into readings, so its
+  // parts are neither multiplied out (2^30 readings) nor copied once per part.
+  std::string pattern = "^";
+  std::string yes = "\"";
+  std::string no = "\"";
+  for (int i = 0; i < 30; ++i) {
+    pattern += "(a" + std::to_string(i % 10) + "|b)";
+    yes += i % 3 ? "b" : "a" + std::to_string(i % 10);
+    no += i == 29 ? "a" : (i % 3 ? "b" : "a" + std::to_string(i % 10));
+  }
+  pattern += "$";
+  Json schema{{"type", "string"}, {"pattern", pattern}};
+  const CompiledSchema compiled = compile_schema(schema, compact_options());
+  EXPECT_LT(compiled.text.size(), 3000u) << compiled.text;  // about 45 bytes a part
+  EXPECT_TRUE(compiled.accepts(yes + "\""));
+  EXPECT_FALSE(compiled.accepts(no + "\""));
+  EXPECT_FALSE(compiled.accepts(yes + "b\""));
+}
+
 TEST(JsonSchemaStrings, PatternsWithLengthsAreCombinedOrRefused) {
   expect_walks(parse(R"({"type": "string", "pattern": "^[a-z]+$", "maxLength": 3})"),
                {R"("a")", R"("abc")"}, {R"("")", R"("abcd")", R"("A")"});
