@@ -25,9 +25,9 @@ structured::Vocabulary structured_vocabulary(const tokenizer::Tokenizer& tok,
     // Text a model may write: normal, user-defined (Qwen's <tool_call>) and byte tokens. Control
     // tokens, unused (padding) ones and UNK never are.
     const tokenizer::TokenType type = tok.token_type(id);
-    const bool text = type == tokenizer::TokenType::kNormal ||
-                      type == tokenizer::TokenType::kUserDefined ||
-                      type == tokenizer::TokenType::kByte || type == tokenizer::TokenType::kUndefined;
+    const bool text =
+        type == tokenizer::TokenType::kNormal || type == tokenizer::TokenType::kUserDefined ||
+        type == tokenizer::TokenType::kByte || type == tokenizer::TokenType::kUndefined;
     v.is_special[static_cast<size_t>(id)] = !text || tok.is_special(id) || bytes.empty() ? 1 : 0;
   }
   v.stop_token_ids = tok.end_of_generation_ids();
@@ -38,11 +38,15 @@ ConstraintCompiler::ConstraintCompiler(const tokenizer::Tokenizer& tok, int32_t 
     : index_(structured::build_token_index(structured_vocabulary(tok, n_logit_rows))) {}
 
 std::shared_ptr<const sampling::TokenConstraintFactory> ConstraintCompiler::cached(
-    const std::string& key) const {
+    const std::string& key) {
   std::lock_guard lock(mutex_);
   auto it = cache_.find(key);
   if (it == cache_.end()) return nullptr;
   order_.remove(key);
+  if (!it->second->reusable()) {  // its automaton ran out of budget: the caller compiles afresh
+    cache_.erase(it);
+    return nullptr;
+  }
   order_.push_front(key);
   return it->second;
 }

@@ -251,7 +251,6 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
   g->max_token_bytes = index->trie().max_depth();
   g->index = std::move(index);
   g->byte_class = classes.of;
-  g->n_classes = classes.n_classes;
   std::vector<RuleNfa> rule_nfas;
   rule_nfas.reserve(order.size());
   for (size_t r : order) {
@@ -272,12 +271,16 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
   for (size_t r = 0; r < g->rules.size(); ++r)
     g->rules[r].start = g->automaton->start_of(static_cast<int32_t>(r));
   // Warm-up: rows are built breadth first from the starts for as long as the compile took so
-  // far (at least kMinWarmUp), within a quarter of the automaton's budget. A small automaton is
-  // then built whole here, off the engine thread, and its masks never build states; a large one
-  // keeps compile within about twice its unavoidable part.
+  // far (at least kMinWarmUp, never past the compile's time limit), within a quarter of the
+  // automaton's budget. A small automaton is then built whole here, off the engine thread, and
+  // its masks never build states; a large one keeps compile within about twice its unavoidable
+  // part.
   constexpr auto kMinWarmUp = std::chrono::milliseconds(2);
-  g->automaton->build_for(
-      std::max<std::chrono::steady_clock::duration>(kMinWarmUp, budget.elapsed()));
+  const auto elapsed = budget.elapsed();
+  const auto left = std::chrono::steady_clock::duration(budget.limits().max_time) - elapsed;
+  const auto warm_up = std::min<std::chrono::steady_clock::duration>(
+      std::max<std::chrono::steady_clock::duration>(kMinWarmUp, elapsed), left);
+  if (warm_up > std::chrono::steady_clock::duration::zero()) g->automaton->build_for(warm_up);
   g->init_mask_cache();
 
   auto initial = std::make_shared<EarleySet>();

@@ -84,6 +84,9 @@ class CompiledGrammar {
   const MoveTarget& move_target(uint32_t i) const { return automaton->move_target(i); }
   std::span<const CallEdge> calls_of(int32_t state) const { return automaton->calls_of(state); }
 
+  // A read ran past the automaton's budget (dfa.h): later requests should compile afresh.
+  bool exhausted() const { return automaton->exhausted(); }
+
   // The transition code of a byte; follow it with for_each_move().
   int32_t code(int32_t state, uint8_t byte) const { return row(state)[byte_class[byte]]; }
   // Calls fn(target, count) for each state a transition code leads to from `state` (-1 for a
@@ -171,7 +174,6 @@ class CompiledGrammar {
   std::shared_ptr<const TokenIndex> index;
   int32_t max_token_bytes = 0;  // the index's longest text token
   std::array<uint8_t, 256> byte_class{};
-  int32_t n_classes = 1;
   std::optional<LazyDfa> automaton;  // made once at link time (in place: no indirection)
   std::vector<RegionInfo> regions;
   std::vector<RuleInfo> rules;

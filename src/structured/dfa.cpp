@@ -266,13 +266,17 @@ struct LazyDfa::Builder {
   std::vector<std::pair<int32_t, int32_t>> call_edges;  // (callee, target)
   std::vector<CallEdge> calls;
 
+  // Charges the automaton's lifetime budget; past it the automaton is exhausted for good (its
+  // owner stops sharing it, see LazyDfa::exhausted()).
   void charge(int64_t units, const char* what) {
     work += units;
-    if (work > max_work) {
-      throw Error(Error::Kind::kInvalidArgument, "constraint too complex: " + std::string(what) +
-                                                     " exceed the automaton's budget of " +
-                                                     std::to_string(max_work) + " units");
-    }
+    if (work > max_work) refuse(what);
+  }
+  [[noreturn]] void refuse(const char* what) {
+    dfa->exhausted_.store(true, std::memory_order_relaxed);
+    throw Error(Error::Kind::kInvalidArgument, "constraint too complex: " + std::string(what) +
+                                                   " exceed the automaton's budget of " +
+                                                   std::to_string(max_work) + " units");
   }
 
   TaggedClosure& closure(int32_t rule) {
@@ -303,7 +307,17 @@ struct LazyDfa::Builder {
     }
     charge(state_work(states.size(), classes.n_classes), "automaton states");
     const size_t id = offsets.size() - 1;
-    if (id >= dfa->max_states_) charge(max_work + 1, "automaton states");
+    if (id >= dfa->max_states_) refuse("automaton states");
+    // Everything that may throw before the first write: a failed allocation leaves no state
+    // half made.
+    if ((id + 1) * 2 > table.size()) {
+      rehash(table.size() * 2);
+      i = static_cast<size_t>(h) & (table.size() - 1);
+      while (table[i] >= 0) i = (i + 1) & (table.size() - 1);
+    }
+    grow_for(pool, states.size());
+    grow_for(offsets, 1);
+    grow_for(hashes, 1);
     const FlatNfa& r = rules[static_cast<size_t>(rule)];
     dfa->rule_[id] = rule;
     dfa->region_[id] = g.region < 0 ? -1 : r.region_base + g.region;
@@ -313,19 +327,25 @@ struct LazyDfa::Builder {
     offsets.push_back(pool.size());
     hashes.push_back(h);
     table[i] = static_cast<int32_t>(id);
-    if ((id + 1) * 2 > table.size()) rehash(table.size() * 2);
     dfa->n_states_.store(static_cast<int32_t>(id + 1), std::memory_order_release);
     return static_cast<int32_t>(id);
   }
 
+  // Room for `more` elements, growing geometrically (reserve() alone would grow by exactly that).
+  template <typename T>
+  static void grow_for(std::vector<T>& v, size_t more) {
+    if (v.size() + more > v.capacity()) v.reserve(std::max(v.size() + more, 2 * v.capacity()));
+  }
+
   void rehash(size_t size) {
-    table.assign(size, -1);
+    std::vector<int32_t> bigger(size, -1);  // allocated first: a failure leaves the table as is
     const size_t mask = size - 1;
     for (size_t id = 0; id < hashes.size(); ++id) {
       size_t i = static_cast<size_t>(hashes[id]) & mask;
-      while (table[i] >= 0) i = (i + 1) & mask;
-      table[i] = static_cast<int32_t>(id);
+      while (bigger[i] >= 0) i = (i + 1) & mask;
+      bigger[i] = static_cast<int32_t>(id);
     }
+    table.swap(bigger);
   }
 
   // Appends a variant's targets; returns (begin, size) in move_targets.
@@ -333,8 +353,7 @@ struct LazyDfa::Builder {
     const auto begin = static_cast<uint32_t>(n_move_targets);
     for (const TaggedClosure::Group& g : result.groups) {
       const MoveTarget target{intern(rule, g), g.action};
-      charge(1, "automaton moves");
-      if (n_move_targets >= dfa->move_targets_.capacity()) charge(max_work + 1, "automaton moves");
+      if (n_move_targets >= dfa->move_targets_.capacity()) refuse("automaton moves");
       dfa->move_targets_[n_move_targets++] = target;
     }
     return {begin, static_cast<uint32_t>(n_move_targets) - begin};
@@ -366,8 +385,7 @@ struct LazyDfa::Builder {
           add_targets(rule, c.close(targets, region, false, true));
     }
     if (g.size[0] == 0 && g.size[1] == 0 && g.size[2] == 0) return kNoMove;
-    charge(1, "automaton moves");
-    if (n_guarded >= dfa->guarded_.capacity()) charge(max_work + 1, "automaton moves");
+    if (n_guarded >= dfa->guarded_.capacity()) refuse("automaton moves");
     dfa->guarded_[n_guarded] = g;
     return guarded_code(n_guarded++);
   }
@@ -492,8 +510,7 @@ uint8_t LazyDfa::expand(int32_t s) const {
   }
   if (!b.calls.empty()) {
     flags |= kHasCalls;
-    b.charge(static_cast<int64_t>(b.calls.size()), "automaton calls");
-    if (b.n_calls + b.calls.size() > calls_.capacity()) b.charge(b.max_work + 1, "automaton calls");
+    if (b.n_calls + b.calls.size() > calls_.capacity()) b.refuse("automaton calls");
     std::copy(b.calls.begin(), b.calls.end(), &calls_[b.n_calls]);
     calls_of_[static_cast<size_t>(s)] =
         CallRange{static_cast<uint32_t>(b.n_calls), static_cast<uint32_t>(b.calls.size())};
@@ -512,11 +529,12 @@ void LazyDfa::build_all() const {
 void LazyDfa::build_for(std::chrono::steady_clock::duration time) const {
   const auto deadline = std::chrono::steady_clock::now() + time;
   for (int32_t s = 0; s < n_states(); ++s) {
+    {
+      std::lock_guard lock(mutex_);
+      if (builder_->work > builder_->max_work / 4) return;
+    }
     (void)flags_of(s);
-    if (s % 32 != 31) continue;
-    if (std::chrono::steady_clock::now() > deadline) return;
-    std::lock_guard lock(mutex_);
-    if (builder_->work > builder_->max_work / 4) return;
+    if (s % 32 == 31 && std::chrono::steady_clock::now() > deadline) return;
   }
 }
 

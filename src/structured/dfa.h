@@ -8,8 +8,9 @@
 //
 // Lazy: a state is a set of NFA states of one rule; it is made when some transition first leads
 // to it, and its row (transitions, calls, flags) is computed when first read. A schema whose
-// eager automaton would have 100,000 states compiles in the time of its NFA, and a request
-// builds only the states its text and its token walks pass. Rows are computed under a mutex
+// eager automaton would have 100,000 states needs no more than its NFA and a bounded warm-up at
+// compile time, and a request builds only the states its text and its token walks pass. Rows are
+// computed under a mutex
 // and published with a release store; readers never lock (util/reserved_array: the tables are
 // reserved whole up front, so they never move while the automaton grows). A hostile pattern cannot
 // grow it without bound: every state, guarded move and call is charged to the automaton's own work
@@ -40,7 +41,6 @@
 #include <vector>
 
 #include "nfa.h"
-#include "structured/compile_budget.h"
 #include "util/reserved_array.h"
 
 namespace llms::structured {
@@ -106,7 +106,6 @@ class LazyDfa {
   LazyDfa(const LazyDfa&) = delete;
   LazyDfa& operator=(const LazyDfa&) = delete;
 
-  int32_t n_classes() const { return n_classes_; }
   int32_t start_of(int32_t rule) const { return starts_[static_cast<size_t>(rule)]; }
   int32_t n_states() const { return n_states_.load(std::memory_order_acquire); }  // made so far
 
@@ -138,6 +137,8 @@ class LazyDfa {
 
   // The largest number of states max_work allows (what per-state caches are sized for).
   size_t max_states() const { return max_states_; }
+  // Some read ran past the budget: later reads that need new states will fail too.
+  bool exhausted() const { return exhausted_.load(std::memory_order_relaxed); }
 
  private:
   static constexpr uint8_t kReady = 0x80;  // the row, calls and flags are written
@@ -162,6 +163,7 @@ class LazyDfa {
   size_t max_states_ = 0;
   std::vector<int32_t> starts_;
   mutable std::atomic<int32_t> n_states_{0};
+  mutable std::atomic<bool> exhausted_{false};
   // Reserved for the most the work limit allows; written under mutex_ only.
   // Per state, in separate arrays so the walks' hot reads stay compact.
   ReservedArray<uint8_t> bits_;

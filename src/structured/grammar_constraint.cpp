@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "compiled_grammar.h"
 #include "structured/matcher.h"
 #include "util/error.h"
 
@@ -69,6 +70,8 @@ GrammarConstraintFactory::GrammarConstraintFactory(std::shared_ptr<const Compile
     : grammar_(std::move(grammar)) {
   if (!grammar_) throw Error(Error::Kind::kInvalidArgument, "grammar constraint: no grammar");
 }
+
+bool GrammarConstraintFactory::reusable() const { return !grammar_->exhausted(); }
 
 std::unique_ptr<sampling::TokenConstraint> GrammarConstraintFactory::make() const {
   return std::make_unique<GrammarConstraint>(grammar_);

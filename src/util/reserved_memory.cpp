@@ -1,5 +1,6 @@
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -19,13 +20,18 @@ ReservedMemory::ReservedMemory(size_t bytes, Pages pages) {
   }
   data_ = raw;
   size_ = bytes;
+  // Advice only: without THP the whole range keeps ordinary pages. With THP "always", the part
+  // meant for ordinary pages is told so, or its first touch would fault in a whole 2 MiB.
+  const auto base = reinterpret_cast<uintptr_t>(raw);
+  uintptr_t huge_from = base + bytes;
   if (pages == Pages::kHugePastFirst) {
-    // Advice only: without THP the range keeps ordinary pages.
-    const auto base = reinterpret_cast<uintptr_t>(raw);
-    const uintptr_t from = (base + kHugePage) / kHugePage * kHugePage + kHugePage;
-    if (from < base + bytes)
-      (void)madvise(reinterpret_cast<void*>(from), base + bytes - from, MADV_HUGEPAGE);
+    // The first huge-page boundary at least 2 MiB in.
+    huge_from = std::min(huge_from, (base + 2 * kHugePage - 1) / kHugePage * kHugePage);
+    if (huge_from < base + bytes) {
+      (void)madvise(reinterpret_cast<void*>(huge_from), base + bytes - huge_from, MADV_HUGEPAGE);
+    }
   }
+  (void)madvise(raw, huge_from - base, MADV_NOHUGEPAGE);
 }
 
 ReservedMemory::~ReservedMemory() {

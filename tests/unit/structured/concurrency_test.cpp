@@ -61,11 +61,10 @@ void expect_same_masks_on_every_thread(
 }
 
 TEST(Concurrency, StatesBuiltOnDemandFromSeveralThreads) {
-  // 2^20 automaton states in all, far more than compiling builds ahead: the threads' walks
-  // build the rows they need concurrently, each row once.
+  // 2^21 automaton states in all, far more than compiling builds ahead: the threads' walks
+  // build the rows they need concurrently.
   auto index = testing::byte_index({"ab", "ba", "aab", "bbb", "abx"});
-  expect_same_masks_on_every_thread(
-      [&] { return compile_regex("(a|b)*a(a|b){20}x", index); }, 60);
+  expect_same_masks_on_every_thread([&] { return compile_regex("(a|b)*a(a|b){20}x", index); }, 60);
 }
 
 TEST(Concurrency, SharedGrammarGivesTheSameMasksOnEveryThread) {

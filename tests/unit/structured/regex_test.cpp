@@ -9,6 +9,7 @@
 #include <string>
 
 #include "grammar_test_support.h"
+#include "structured/grammar_constraint.h"
 #include "structured/matcher.h"
 #include "util/error.h"
 
@@ -74,7 +75,7 @@ TEST(Regex, DeepNestingIsAnErrorNotAStackOverflow) {
 TEST(Regex, ExponentialAutomataAreBuiltOnlyWhereTextGoes) {
   const CompileLimits limits{std::chrono::milliseconds(5000), 200'000};
   // The classic exponential DFA (the n-th symbol from the end), with a count small enough to be
-  // expanded: 2^22 states in all. Built on demand, compiling and matching make only the states
+  // expanded: 2^23 states in all. Built on demand, compiling and matching make only the states
   // the texts pass, and the language stays exact (checked against std::regex).
   const std::string pattern = "(a|b)*a(a|b){22}";
   auto g = compile_regex(pattern, byte_index(), limits);
@@ -103,9 +104,43 @@ TEST(Regex, ExponentialAutomataAreBuiltOnlyWhereTextGoes) {
     (void)grammar_stats(*g);
     FAIL() << "expected the full automaton to exceed its budget";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("constraint too complex"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("constraint too complex"), std::string::npos) << e.what();
   }
+}
+
+TEST(Regex, OnlyTheStatesTextsReachAreBuilt) {
+  // 2^17 states in all, of which compiling (its warm-up takes a few milliseconds) and one walk
+  // build a few thousand; counting them builds the rest.
+  auto g = compile_regex("(a|b)*a(a|b){16}", byte_index());
+  EXPECT_TRUE(accepts(g, "ba" + std::string(16, 'b')));
+  EXPECT_FALSE(accepts(g, "ab" + std::string(16, 'b')));
+  const GrammarStats stats = grammar_stats(*g);
+  EXPECT_GE(stats.states, 1 << 17);
+  EXPECT_LT(stats.states_built, stats.states / 2) << stats.states_built;
+}
+
+TEST(Regex, AnAutomatonPastItsBudgetIsNotSharedAgain) {
+  // A budget of 3,000 units over the automaton's life: walks that need new states fail with a
+  // clear error once it is spent, and the factory says not to share the grammar any more.
+  auto g = compile_regex("(a|b)*a(a|b){20}", byte_index(),
+                         CompileLimits{std::chrono::milliseconds(5000), 3000});
+  GrammarConstraintFactory factory(g);
+  EXPECT_TRUE(factory.reusable());
+  std::mt19937 rng(9);
+  std::string failure;
+  for (int walk = 0; walk < 200 && failure.empty(); ++walk) {
+    Matcher m(g);
+    try {
+      for (int i = 0; i < 40; ++i) {
+        (void)allowed_ids(m);
+        ASSERT_TRUE(m.accept_bytes(rng() % 2 ? "a" : "b"));
+      }
+    } catch (const Error& e) {
+      failure = e.what();
+    }
+  }
+  EXPECT_NE(failure.find("constraint too complex"), std::string::npos) << failure;
+  EXPECT_FALSE(factory.reusable());
 }
 
 TEST(Regex, CountedRepetitionTamesTheExponentialDfa) {

@@ -31,6 +31,9 @@ class TokenConstraintFactory {
  public:
   virtual ~TokenConstraintFactory() = default;
   virtual std::unique_ptr<TokenConstraint> make() const = 0;
+  // False once a factory should no longer be shared by later requests (a grammar whose automaton
+  // ran out of its budget): a cache then compiles the constraint afresh.
+  virtual bool reusable() const { return true; }
 };
 
 // Thrown by the sampler when its constraint allows no next token; the engine ends that sample.

@@ -41,13 +41,14 @@ class ConstraintCompiler {
   const structured::TokenIndex& index() const { return *index_; }
 
  private:
-  std::shared_ptr<const sampling::TokenConstraintFactory> cached(const std::string& key) const;
+  // The cached factory of `key`, if any and still reusable (an exhausted one is dropped).
+  std::shared_ptr<const sampling::TokenConstraintFactory> cached(const std::string& key);
   void remember(const std::string& key, std::shared_ptr<const sampling::TokenConstraintFactory> f);
 
   std::shared_ptr<const structured::TokenIndex> index_;
   mutable std::mutex mutex_;
   // LRU: keys most recent first.
-  mutable std::list<std::string> order_;
+  std::list<std::string> order_;
   std::unordered_map<std::string, std::shared_ptr<const sampling::TokenConstraintFactory>> cache_;
   static constexpr size_t kCacheSize = 64;
 };

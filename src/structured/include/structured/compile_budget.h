@@ -1,9 +1,11 @@
 // structured/compile_budget: how much compiling one constraint may cost.
 //
 // Schemas, regexes and grammars come from requests, so a hostile one must not hang or starve the
-// server: every compiler charges its work (automaton states, grammar rules, expanded repetitions)
-// to a budget and stops with a clear error as soon as the work or the wall time is over. The
-// error is llms::Error(kInvalidArgument), so the server answers 400 naming what was too large.
+// server: every compiler charges its work (NFA states, grammar rules, expanded repetitions,
+// analysis steps) to a budget and stops with a clear error as soon as the work or the wall time
+// is over. The error is llms::Error(kInvalidArgument), so the server answers 400 naming what was
+// too large. The automaton built on demand after compiling has a work limit of its own, taken
+// from the same CompileLimits (dfa.h).
 #pragma once
 
 #include <chrono>
@@ -21,7 +23,7 @@ class CompileBudget {
  public:
   explicit CompileBudget(CompileLimits limits = {});
 
-  // Adds `units` of work; throws llms::Error(kInvalidArgument) naming `what` (e.g. "regex DFA
+  // Adds `units` of work; throws llms::Error(kInvalidArgument) naming `what` (e.g. "NFA
   // states") when the work or the time limit is exceeded. The clock is read every 1024 units
   // charged, so charging is cheap enough for inner loops.
   void charge(int64_t units, std::string_view what);

@@ -16,6 +16,7 @@ class GrammarConstraintFactory final : public sampling::TokenConstraintFactory {
  public:
   explicit GrammarConstraintFactory(std::shared_ptr<const CompiledGrammar> grammar);
   std::unique_ptr<sampling::TokenConstraint> make() const override;
+  bool reusable() const override;
   const CompiledGrammar& grammar() const { return *grammar_; }
 
  private:
