@@ -296,7 +296,10 @@ struct LazyDfa::Builder {
   int32_t intern(int32_t rule, const TaggedClosure::Group& g) {
     const std::span<const int32_t> states(g.states);
     const uint64_t h = hash_states(rule, states);
-    size_t mask = table.size() - 1;
+    // Grown before the search (load <= 1/2 with one more state), so the free slot it ends on is
+    // where a new state goes, and nothing below allocates after the first write.
+    if (offsets.size() * 2 > table.size()) rehash(table.size() * 2);
+    const size_t mask = table.size() - 1;
     size_t i = static_cast<size_t>(h) & mask;
     for (; table[i] >= 0; i = (i + 1) & mask) {
       const int32_t id = table[i];
@@ -308,13 +311,7 @@ struct LazyDfa::Builder {
     charge(state_work(states.size(), classes.n_classes), "automaton states");
     const size_t id = offsets.size() - 1;
     if (id >= dfa->max_states_) refuse("automaton states");
-    // Everything that may throw before the first write: a failed allocation leaves no state
-    // half made.
-    if ((id + 1) * 2 > table.size()) {
-      rehash(table.size() * 2);
-      i = static_cast<size_t>(h) & (table.size() - 1);
-      while (table[i] >= 0) i = (i + 1) & (table.size() - 1);
-    }
+    // Allocations before the first write: a failed one leaves no state half made.
     grow_for(pool, states.size());
     grow_for(offsets, 1);
     grow_for(hashes, 1);

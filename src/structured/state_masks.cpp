@@ -225,10 +225,6 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
   const auto& nodes = trie.nodes();
   std::vector<std::vector<View>> stack(static_cast<size_t>(trie.max_depth()) + 1);
   stack[0] = start;
-  // The row of a depth's single view, read once for all the node's children (-1: not read).
-  std::vector<int32_t> row_state(stack.size(), -1);
-  std::vector<const int32_t*> rows(stack.size(), nullptr);
-  const uint8_t* byte_class = g.byte_class.data();
   constexpr int kShort = detail::kShortTokenBytes;
   for (size_t i = 1; i < nodes.size();) {
     const detail::TrieNode& node = nodes[i];
@@ -246,12 +242,7 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
     here.clear();
     if (parent.size() == 1) {  // the common case: one position, usually a plain move
       const View& v = parent[0];
-      const size_t up = node.depth - 1u;
-      if (row_state[up] != v.state) {
-        row_state[up] = v.state;
-        rows[up] = g.row(v.state);
-      }
-      const int32_t code = rows[up][byte_class[node.byte]];
+      const int32_t code = g.code(v.state, node.byte);
       if (code >= 0 && g.region_of(code) < 0) {
         here.push_back(View{code, 0, false});
       } else {

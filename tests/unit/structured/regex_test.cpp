@@ -21,6 +21,14 @@ using testing::allowed_ids;
 using testing::brute_force_ids;
 using testing::byte_index;
 
+// A random text of a's and b's, min_length to min_length + spread - 1 long.
+std::string random_ab(std::mt19937& rng, int min_length, int spread) {
+  std::string text;
+  const int n = min_length + static_cast<int>(rng() % static_cast<unsigned>(spread));
+  for (int k = 0; k < n; ++k) text += (rng() % 2) ? 'a' : 'b';
+  return text;
+}
+
 std::string regex_error(const std::string& pattern, CompileLimits limits = {}) {
   try {
     compile_regex(pattern, byte_index(), limits);
@@ -83,9 +91,7 @@ TEST(Regex, ExponentialAutomataAreBuiltOnlyWhereTextGoes) {
   std::mt19937 rng(5);
   int n_matches = 0;
   for (int i = 0; i < 100; ++i) {
-    std::string text;
-    const int n = 20 + static_cast<int>(rng() % 10);
-    for (int k = 0; k < n; ++k) text += (rng() % 2) ? 'a' : 'b';
+    const std::string text = random_ab(rng, 20, 10);
     const bool expected = std::regex_match(text, oracle);
     n_matches += expected;
     Matcher m(g);
@@ -153,9 +159,7 @@ TEST(Regex, CountedRepetitionTamesTheExponentialDfa) {
   std::mt19937 rng(3);
   int n_matches = 0;
   for (int i = 0; i < 200; ++i) {
-    std::string text;
-    const int n = 38 + static_cast<int>(rng() % 12);
-    for (int k = 0; k < n; ++k) text += (rng() % 2) ? 'a' : 'b';
+    const std::string text = random_ab(rng, 38, 12);
     const bool expected = std::regex_match(text, oracle);
     n_matches += expected;
     ASSERT_EQ(accepts(g, text), expected) << text;
