@@ -29,6 +29,7 @@
 #include "grammar_ast.h"
 #include "structured/grammar.h"
 #include "token_set.h"
+#include "token_trie.h"
 
 namespace llms::structured {
 
@@ -62,7 +63,7 @@ struct StateMaskInfo {
   // not only on this info.
   bool continuations_read_count = false;
   // Per character class (detail::TokenTrie): how many characters the state absorbs.
-  std::array<int16_t, 4> absorbed{};
+  std::array<int16_t, detail::kNumTokenClasses> absorbed{};
 };
 
 class CompiledGrammar {
