@@ -153,6 +153,13 @@ void TokenTrie::build_classes() {
   // Per token: its character count if it is in class k, else 0.
   std::array<std::vector<uint8_t>, kNumTokenClasses> chars;
   for (auto& c : chars) c.assign(bytes_.size(), 0);
+  // Class bits of the ASCII characters, which most tokens are made of.
+  std::array<uint8_t, 128> ascii_classes{};
+  for (uint32_t cp = 0; cp < ascii_classes.size(); ++cp) {
+    for (int k = 0; k < kNumTokenClasses; ++k) {
+      if (class_set(k).contains(cp)) ascii_classes[cp] |= static_cast<uint8_t>(1u << k);
+    }
+  }
   for (int32_t id : sorted_ids_) {
     const std::string& s = bytes_[static_cast<size_t>(id)];
     std::array<bool, kNumTokenClasses> in{};
@@ -166,8 +173,9 @@ void TokenTrie::build_classes() {
         break;
       }
       for (int k = 0; k < kNumTokenClasses; ++k) {
-        if (in[static_cast<size_t>(k)] && !class_set(k).contains(cp))
-          in[static_cast<size_t>(k)] = false;
+        const bool member = cp < ascii_classes.size() ? (ascii_classes[cp] >> k & 1u) != 0
+                                                      : class_set(k).contains(cp);
+        if (in[static_cast<size_t>(k)] && !member) in[static_cast<size_t>(k)] = false;
       }
       pos += static_cast<size_t>(length);
       ++count;
