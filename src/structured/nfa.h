@@ -9,6 +9,7 @@
 // Every state created is charged to the CompileBudget, which is what refuses `a{10000}{10000}`.
 #pragma once
 
+#include <boost/container/small_vector.hpp>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -41,9 +42,13 @@ struct NfaRegion {
   int32_t node = -1;  // the repetition's expression
 };
 
+// A Thompson state has one or two edges (an alternation's entry more): they live inline, so
+// building a large grammar's NFAs is not one allocation per state.
+using NfaEdges = boost::container::small_vector<NfaEdge, 2>;
+
 struct Nfa {
-  std::vector<std::vector<NfaEdge>> out;  // edges leaving each state
-  std::vector<int32_t> region_of;         // per state: its counted region or -1
+  std::vector<NfaEdges> out;       // edges leaving each state
+  std::vector<int32_t> region_of;  // per state: its counted region or -1
   std::vector<NfaRegion> regions;
   int32_t start = 0;
   int32_t accept = 0;
