@@ -62,7 +62,8 @@ struct StateMaskInfo {
   // Some continuation's count is relative to the item's: its walk depends on the item's count,
   // not only on this info.
   bool continuations_read_count = false;
-  // Per character class (detail::TokenTrie): how many characters the state absorbs.
+  // Per character class (detail::TokenTrie): how many characters the state absorbs (a lower
+  // bound: a search may stop early, and a subclass may take its parent's count).
   std::array<int16_t, detail::kNumTokenClasses> absorbed{};
 };
 

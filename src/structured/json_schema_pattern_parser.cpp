@@ -38,7 +38,8 @@ CodePointSet ecma_space_set() {
   return set;
 }
 
-// What either engine calls whitespace; \S excludes all of it.
+// What either engine calls whitespace; \S excludes all of it. The token index's pattern classes
+// (token_trie.cpp) list the same code points: a drift there costs mask speed, not exactness.
 CodePointSet any_engine_space_set() {
   CodePointSet set = ecma_space_set();
   set.add(0x1C, 0x1F);      // Python

@@ -33,7 +33,8 @@ std::array<CodePointSet, kNumTokenClasses> make_class_sets() {
   CodePointSet not_pattern_text = sets[1].negated();
   for (uint32_t cp : {0x85u, 0x2028u, 0x2029u, 0xFEFFu}) not_pattern_text.add(cp, cp);
   sets[4] = not_pattern_text.negated();
-  // ...and of those, the characters neither engine calls whitespace (\S).
+  // ...and of those, the characters neither engine calls whitespace (\S; the list of
+  // json_schema_pattern_parser.cpp's any_engine_space_set).
   CodePointSet not_word = not_pattern_text;
   not_word.add(0x09, 0x0D);
   not_word.add(0x1C, 0x20);

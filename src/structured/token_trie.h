@@ -11,9 +11,10 @@
 // class_tokens(k, n) is that set, precomputed, and the subtree flags let a walk skip subtrees
 // made only of such tokens. The classes are the bodies that dominate structured output: JSON
 // string characters (with and without DEL), regex `.`, any character, and two for JSON Schema
-// patterns, whose \s, \S and `.` refuse the few code points the regex engines disagree on (so
-// no pattern state absorbs the plain JSON string classes): JSON string characters without DEL,
-// U+0085, U+2028, U+2029 and U+FEFF, and those of them that neither engine calls whitespace.
+// patterns, whose \s and \S refuse the code points the regex engines disagree on (U+0085,
+// U+FEFF) and whose `.` refuses the line terminators, so no pattern state absorbs the plain JSON
+// string classes: JSON string characters without DEL, U+0085, U+2028, U+2029 and U+FEFF, and
+// those of them that neither engine calls whitespace.
 //
 // Classes nest (kClassParent): a state absorbs at least as many characters of a subclass as of
 // its parent, and the parent's tokens hold the subclass's, so a subclass is searched only where
@@ -37,6 +38,15 @@ inline constexpr int kNumTokenClasses = 6;
 inline constexpr std::array<int, kNumTokenClasses> kClassParent = {-1, 0, -1, -1, 1, 4};
 // Classes from this one on are the pattern classes.
 inline constexpr int kFirstPatternClass = 4;
+static_assert(kNumTokenClasses <= 8, "TrieNode::class_all holds one bit per class");
+static_assert(
+    [] {
+      for (int k = 0; k < kNumTokenClasses; ++k) {
+        if (kClassParent[static_cast<size_t>(k)] >= k) return false;
+      }
+      return true;
+    }(),
+    "a class's parent is searched before it");
 inline constexpr int kMaxCountedChars = 32;             // class_tokens(k, n) for n <= this
 inline constexpr int kAllChars = kMaxCountedChars + 1;  // class_tokens(k, kAllChars): any length
 // Tokens longer than this many bytes are "long": few (a few hundred in a 150k vocabulary), but

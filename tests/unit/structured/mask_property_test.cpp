@@ -4,10 +4,12 @@
 // position a walk reaches can still be completed into a sentence (no dead prefix is viable).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 
 #include "grammar_test_support.h"
+#include "structured/json_schema.h"
 #include "util/error.h"
 
 namespace llms::structured {
@@ -247,6 +249,35 @@ dot ::= [^'\\\x00-\x1f\x7f\u0085\u2028\u2029\ufeff]
   }
   check_walks(compile_grammar(text, testing::byte_index(tokens)), 11, 40, 40, "pattern text",
               nullptr, 200, 1000);
+}
+
+TEST(MaskProperty, JsonSchemaPatterns) {
+  // Real pattern strings through the JSON Schema compiler (compact): words counted by the
+  // parser with a maxLength cap on the words, `.` bodies, and the whitespace that only one of
+  // the pattern classes holds (U+3000, U+2009, U+1680, U+202F are \s in both engines).
+  std::vector<std::string> tokens = extra_tokens();
+  for (const char* t : {"\xC2\x85", "a\xC2\x85", "\xC2\xA0", "\xE3\x80\x80", "a\xE3\x80\x80",
+                        "\xE2\x80\x89", "\xE1\x9A\x80", "\xE2\x80\xAF", "\xE2\x80\xA8",
+                        "\xEF\xBB\xBF", "\x7F", "ab cd", "abcdef", "a  b", "x y\"", "\" a"}) {
+    tokens.emplace_back(t);
+  }
+  const auto index = testing::byte_index(tokens);
+  JsonSchemaOptions options;
+  options.whitespace = JsonSchemaOptions::Whitespace::kCompact;
+  const char* schemas[] = {
+      R"s({"type": "string", "pattern": "^(\\S+\\s+){0,5}\\S*$"})s",
+      R"s({"type": "string", "pattern": "^$|(^(?:\\S+\\s+){0,30}\\S+$)", "maxLength": 1000})s",
+      R"s({"type": "string", "pattern": "^.{0,40}$"})s",
+      R"s({"type": "string", "pattern": "^[^\\s]{2,30}$"})s",
+  };
+  uint32_t seed = 12;
+  for (const char* schema : schemas) {
+    CompileBudget budget;
+    const std::string grammar =
+        json_schema_to_grammar(nlohmann::ordered_json::parse(schema), options, budget);
+    check_walks(compile_grammar(grammar, index), seed++, 30, 30, schema, nullptr, 200, 1000);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
 }
 
 TEST(MaskProperty, Choices) {
