@@ -4,6 +4,7 @@
 #include <memory>
 #include <unordered_set>
 
+#include "regex_whitespace.h"
 #include "structured/json_schema_pattern.h"
 #include "util/error.h"
 #include "util/utf8.h"
@@ -24,27 +25,18 @@ CodePointSet word_set() {
   return set;
 }
 
-// ECMA-262 WhiteSpace and LineTerminator, less U+FEFF which Python's \s does not match.
-CodePointSet ecma_space_set() {
-  CodePointSet set = CodePointSet::range(0x09, 0x0D);
-  set.add(0x20, 0x20);
-  set.add(0xA0, 0xA0);
-  set.add(0x1680, 0x1680);
-  set.add(0x2000, 0x200A);
-  set.add(0x2028, 0x2029);
-  set.add(0x202F, 0x202F);
-  set.add(0x205F, 0x205F);
-  set.add(0x3000, 0x3000);
+// What both engines call whitespace (regex_whitespace.h): \s.
+CodePointSet both_engines_space_set() {
+  CodePointSet set;
+  for (const CodePointInterval& i : kSpaceInBothEngines) set.add(i.lo, i.hi);
   return set;
 }
 
-// What either engine calls whitespace; \S excludes all of it. The token index's pattern classes
-// (token_trie.cpp) list the same code points: a drift there costs mask speed, not exactness.
+// What either engine calls whitespace; \S excludes all of it.
 CodePointSet any_engine_space_set() {
-  CodePointSet set = ecma_space_set();
-  set.add(0x1C, 0x1F);      // Python
-  set.add(0x85, 0x85);      // Python
-  set.add(0xFEFF, 0xFEFF);  // ECMA
+  CodePointSet set = both_engines_space_set();
+  for (const CodePointInterval& i : kSpaceInPythonOnly) set.add(i.lo, i.hi);
+  set.add(kSpaceInEcmaOnly.lo, kSpaceInEcmaOnly.hi);
   return set;
 }
 
@@ -275,7 +267,7 @@ class PatternParser {
         return PatternNode::of_set(word_set().complement());
       case U's':
         ++pos_;
-        return PatternNode::of_set(ecma_space_set());
+        return PatternNode::of_set(both_engines_space_set());
       case U'S':
         ++pos_;
         return PatternNode::of_set(any_engine_space_set().complement());
@@ -433,7 +425,7 @@ class PatternParser {
         return word_set().complement();
       case U's':
         ++pos_;
-        return ecma_space_set();
+        return both_engines_space_set();
       case U'S':
         ++pos_;
         return any_engine_space_set().complement();

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "regex_whitespace.h"
 #include "util/error.h"
 
 namespace llms::structured {
@@ -30,11 +31,8 @@ CodePointSet word_set() {
 // ECMAScript WhiteSpace and LineTerminator code points.
 CodePointSet space_set() {
   CodePointSet set;
-  for (uint32_t cp : {0x09u, 0x0Au, 0x0Bu, 0x0Cu, 0x0Du, 0x20u, 0xA0u, 0x1680u, 0x2028u, 0x2029u,
-                      0x202Fu, 0x205Fu, 0x3000u, 0xFEFFu}) {
-    set.add(cp, cp);
-  }
-  set.add(0x2000, 0x200A);
+  for (const CodePointInterval& i : kSpaceInBothEngines) set.add(i.lo, i.hi);
+  set.add(kSpaceInEcmaOnly.lo, kSpaceInEcmaOnly.hi);
   return set;
 }
 

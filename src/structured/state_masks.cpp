@@ -197,23 +197,23 @@ std::unique_ptr<StateMaskInfo> compute_mask_info(const CompiledGrammar& g, int32
 
   std::array<int, detail::kNumTokenClasses> absorbed{};
   for (int k = 0; k < detail::kNumTokenClasses; ++k) {
-    const int parent = detail::kClassParent[static_cast<size_t>(k)];
+    const auto kk = static_cast<size_t>(k);
+    const int parent = detail::kClassParent[kk];
+    bool inherited = false;
     if (part == WalkPart::kLong) {
-      absorbed[static_cast<size_t>(k)] = short_info->absorbed[static_cast<size_t>(k)];
+      absorbed[kk] = short_info->absorbed[kk];
     } else if (parent >= 0 && absorbed[static_cast<size_t>(parent)] > 0) {
-      // A subclass absorbs at least as much and its tokens are among its parent's (token_trie.h).
-      absorbed[static_cast<size_t>(k)] = absorbed[static_cast<size_t>(parent)];
+      // A subclass absorbs at least as much (token_trie.h).
+      absorbed[kk] = absorbed[static_cast<size_t>(parent)];
+      inherited = true;
     } else {
-      absorbed[static_cast<size_t>(k)] = absorbed_chars(g, walker, start, k, budget);
+      absorbed[kk] = absorbed_chars(g, walker, start, k, budget);
     }
-    info->absorbed[static_cast<size_t>(k)] = static_cast<int16_t>(absorbed[static_cast<size_t>(k)]);
-    // The short walk owns the class tokens; the long walk only skips the same subtrees.
-    if (absorbed[static_cast<size_t>(k)] == 0 || part == WalkPart::kLong) continue;
-    // A subclass's tokens of at most n characters are among its parent's.
-    if (parent >= 0 && absorbed[static_cast<size_t>(k)] <= absorbed[static_cast<size_t>(parent)]) {
-      continue;
-    }
-    const auto class_bits = trie.class_tokens(k, absorbed[static_cast<size_t>(k)]);
+    info->absorbed[kk] = static_cast<int16_t>(absorbed[kk]);
+    // The short walk owns the class tokens (an inherited class's are among its parent's); the
+    // long walk only skips the same subtrees.
+    if (absorbed[kk] == 0 || part == WalkPart::kLong || inherited) continue;
+    const auto class_bits = trie.class_tokens(k, absorbed[kk]);
     for (size_t i = 0; i < bits.size(); ++i) bits[i] |= class_bits[i];
   }
   bool any_absorbed = false;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "regex_whitespace.h"
 #include "util/error.h"
 
 namespace llms::structured::detail {
@@ -27,23 +28,17 @@ std::array<CodePointSet, kNumTokenClasses> make_class_sets() {
   non_newline.add('\n' + 1, kMaxCodePoint);
   sets[2] = non_newline;
   sets[3] = CodePointSet::all();
-  // Pattern text: what JSON Schema patterns' \s / \S / `.` decide alike in ECMA-262 and Python
-  // (json_schema_pattern_parser.cpp refuses U+0085 and U+FEFF for both \s and \S, and `.`
-  // refuses the line terminators).
+  // Pattern text: what JSON Schema patterns' \s / \S / `.` decide alike in ECMA-262 and Python:
+  // JSON string characters less DEL, the whitespace of one engine only (U+0085, U+FEFF; the
+  // rest are C0 controls) and the line terminators `.` refuses.
   CodePointSet not_pattern_text = sets[1].negated();
-  for (uint32_t cp : {0x85u, 0x2028u, 0x2029u, 0xFEFFu}) not_pattern_text.add(cp, cp);
+  for (const CodePointInterval& i : kSpaceInPythonOnly) not_pattern_text.add(i.lo, i.hi);
+  not_pattern_text.add(kSpaceInEcmaOnly.lo, kSpaceInEcmaOnly.hi);
+  not_pattern_text.add(0x2028, 0x2029);
   sets[4] = not_pattern_text.negated();
-  // ...and of those, the characters neither engine calls whitespace (\S; the list of
-  // json_schema_pattern_parser.cpp's any_engine_space_set).
+  // ...and of those, the characters neither engine calls whitespace (\S).
   CodePointSet not_word = not_pattern_text;
-  not_word.add(0x09, 0x0D);
-  not_word.add(0x1C, 0x20);
-  not_word.add(0xA0, 0xA0);
-  not_word.add(0x1680, 0x1680);
-  not_word.add(0x2000, 0x200A);
-  not_word.add(0x202F, 0x202F);
-  not_word.add(0x205F, 0x205F);
-  not_word.add(0x3000, 0x3000);
+  for (const CodePointInterval& i : kSpaceInBothEngines) not_word.add(i.lo, i.hi);
   sets[5] = not_word.negated();
   return sets;
 }
