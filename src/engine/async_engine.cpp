@@ -145,6 +145,9 @@ void AsyncEngine::admit(Pending pending) {
         metrics_.e2e_request_latency.observe(m.e2e_time);
         metrics_.request_queue_time.observe(m.queue_time);
         ++metrics_.requests_finished_total;
+        // The engine has already taken the request out of its batch; refresh the gauges now, so
+        // a client that reads /metrics right after its response never sees it still running.
+        update_metrics_locked();
       }
     }
     if (user) user(out);

@@ -108,6 +108,30 @@ TEST_F(AsyncEngineTest, RequestsFromManyThreadsAllFinishAndAreCounted) {
   EXPECT_EQ(m.n_running, 0);
 }
 
+// A client that reads the metrics the moment its response ends must not see its request still
+// running: the gauges are fresh when the final output is delivered, not one step later.
+TEST_F(AsyncEngineTest, MetricsAreFreshWhenTheFinalOutputArrives) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  EngineMetrics seen;
+  engine_->submit(request(4), [&](const RequestOutput& o) {
+    if (!o.request_finished) return;
+    EngineMetrics now = engine_->metrics();
+    std::lock_guard<std::mutex> lock(m);
+    seen = now;
+    done = true;
+    cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(m);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(120), [&] { return done; }));
+  EXPECT_EQ(seen.n_running, 0);
+  EXPECT_EQ(seen.n_waiting, 0);
+  EXPECT_EQ(seen.requests_finished_total, 1);
+  EXPECT_EQ(seen.generation_tokens_total, 4);
+  EXPECT_EQ(seen.kv_blocks_free, 64);
+}
+
 TEST_F(AsyncEngineTest, AbortFromAnotherThreadEndsTheRequestAndFreesBlocks) {
   Waiter w;
   int64_t id = engine_->submit(request(900), w.callback());
