@@ -35,7 +35,7 @@ constexpr int64_t kMaxInlinedStates = 65536;
 // loop and exit edges of counted regions: counts never make a state dead).
 template <typename CallOk, typename Fn>
 void for_each_followed(const Nfa& nfa, int32_t s, bool use_bytes, CallOk&& call_ok, Fn&& fn) {
-  for (const NfaEdge& e : nfa.out[static_cast<size_t>(s)]) {
+  for (const NfaEdge& e : nfa.out(s)) {
     if (e.kind == NfaEdgeKind::kByte) {
       if (use_bytes) fn(e.to);
     } else if (e.kind == NfaEdgeKind::kCall) {
@@ -50,7 +50,7 @@ void for_each_followed(const Nfa& nfa, int32_t s, bool use_bytes, CallOk&& call_
 // by bytes, the calls accepted by call_ok and the other edges.
 template <typename CallOk>
 std::vector<uint8_t> live_states(const Nfa& nfa, CallOk&& call_ok, CompileBudget& budget) {
-  const size_t n = nfa.out.size();
+  const size_t n = nfa.n_states();
   budget.charge(static_cast<int64_t>(n), "grammar analysis steps");
   std::vector<uint8_t> forward(n, 0);
   std::vector<int32_t> stack{nfa.start};
@@ -115,6 +115,7 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
   std::vector<int32_t> local(grammar.rules.size(), -1);
   std::vector<int32_t> members;
   std::vector<Nfa> nfas;
+  CharSetSequences set_sequences(grammar.arena);
   auto build_all = [&](int64_t limit) {
     // Local numbering of callable rules; call edges are renumbered below.
     std::fill(local.begin(), local.end(), -1);
@@ -129,10 +130,10 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
     nfas.reserve(members.size());
     int64_t states = 0;
     for (int32_t r : members) {
-      std::optional<Nfa> nfa =
-          build_rule_nfa(grammar, r, callable, nullable_node, budget, limit - states);
+      std::optional<Nfa> nfa = build_rule_nfa(grammar, r, callable, nullable_node, set_sequences,
+                                              budget, limit - states);
       if (!nfa) return false;
-      states += static_cast<int64_t>(nfa->out.size());
+      states += static_cast<int64_t>(nfa->n_states());
       nfas.push_back(std::move(*nfa));
     }
     return true;
@@ -176,7 +177,7 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
           (*property)[r] = 1;
           gained.push_back(r);
         }
-        for (const NfaEdge& e : nfa.out[static_cast<size_t>(s)]) {
+        for (const NfaEdge& e : nfa.out(s)) {
           if (e.kind == NfaEdgeKind::kByte) {
             if (use_bytes) visit(r, e.to);
           } else if (e.kind == NfaEdgeKind::kCall) {
@@ -193,7 +194,7 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
       }
     };
     for (size_t r = 0; r < n_rules; ++r) {
-      seen[r].assign(nfas[r].out.size(), 0);
+      seen[r].assign(nfas[r].n_states(), 0);
       stack.clear();
       visit(r, nfas[r].start);
       explore(r);
@@ -228,9 +229,9 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
   used[root] = 1;
   for (size_t i = 0; i < order.size(); ++i) {
     const size_t r = order[i];
-    for (size_t s = 0; s < nfas[r].out.size(); ++s) {
+    for (size_t s = 0; s < nfas[r].n_states(); ++s) {
       if (!live[r][s]) continue;
-      for (const NfaEdge& e : nfas[r].out[s]) {
+      for (const NfaEdge& e : nfas[r].out(static_cast<int32_t>(s))) {
         if (e.kind != NfaEdgeKind::kCall || !call_ok(e.call)) continue;
         const size_t callee = local_of(e.call);
         if (live[r][static_cast<size_t>(e.to)] && !used[callee]) {

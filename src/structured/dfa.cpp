@@ -13,12 +13,10 @@ ByteClasses compute_byte_classes(const std::vector<Nfa>& nfas) {
   std::array<bool, 257> starts{};  // starts[b]: a class begins at byte b
   starts[0] = true;
   for (const Nfa& nfa : nfas) {
-    for (const auto& edges : nfa.out) {
-      for (const NfaEdge& e : edges) {
-        if (e.kind != NfaEdgeKind::kByte) continue;
-        starts[e.lo] = true;
-        starts[static_cast<size_t>(e.hi) + 1] = true;
-      }
+    for (const NfaEdge& e : nfa.edges) {
+      if (e.kind != NfaEdgeKind::kByte) continue;
+      starts[e.lo] = true;
+      starts[static_cast<size_t>(e.hi) + 1] = true;
     }
   }
   ByteClasses classes;
@@ -66,11 +64,12 @@ struct FlatNfa {
         start(rule.nfa.start),
         accept(rule.nfa.accept),
         region_base(rule.region_base) {
-    begin.reserve(rule.nfa.out.size() + 1);
-    for (size_t s = 0; s < rule.nfa.out.size(); ++s) {
+    begin.reserve(rule.nfa.n_states() + 1);
+    edges.reserve(rule.nfa.edges.size());
+    for (size_t s = 0; s < rule.nfa.n_states(); ++s) {
       begin.push_back(static_cast<uint32_t>(edges.size()));
       if (!live[s]) continue;
-      for (const NfaEdge& e : rule.nfa.out[s]) {
+      for (const NfaEdge& e : rule.nfa.out(static_cast<int32_t>(s))) {
         if (live[static_cast<size_t>(e.to)]) edges.push_back(e);
       }
     }

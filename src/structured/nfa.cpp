@@ -216,10 +216,12 @@ namespace {
 class NfaBuilder {
  public:
   NfaBuilder(const Grammar& grammar, const std::vector<uint8_t>& callable,
-             const std::vector<uint8_t>& nullable, CompileBudget& budget, int64_t max_states)
+             const std::vector<uint8_t>& nullable, CharSetSequences& set_sequences,
+             CompileBudget& budget, int64_t max_states)
       : g_(grammar),
         callable_(callable),
         nullable_(nullable),
+        set_sequences_(set_sequences),
         budget_(budget),
         max_states_(max_states) {}
 
@@ -237,24 +239,47 @@ class NfaBuilder {
     if (start < 0) return std::nullopt;
     nfa_.start = start;
     nfa_.accept = *accept;
+    // Each state's edge list, in the order added, into one array.
+    nfa_.begin.assign(head_.size() + 1, 0);
+    nfa_.edges.reserve(pool_.size());
+    for (size_t s = 0; s < head_.size(); ++s) {
+      for (int32_t i = head_[s]; i >= 0; i = pool_[static_cast<size_t>(i)].next) {
+        nfa_.edges.push_back(pool_[static_cast<size_t>(i)].edge);
+      }
+      nfa_.begin[s + 1] = static_cast<uint32_t>(nfa_.edges.size());
+    }
     return std::move(nfa_);
   }
 
  private:
   // A new state, or nullopt past max_states_ (the caller gives up).
   std::optional<int32_t> new_state(int32_t region) {
-    if (static_cast<int64_t>(nfa_.out.size()) >= max_states_) return std::nullopt;
+    if (static_cast<int64_t>(head_.size()) >= max_states_) return std::nullopt;
     budget_.charge(1, "automaton states");
-    nfa_.out.emplace_back();
+    head_.push_back(-1);
+    tail_.push_back(-1);
     nfa_.region_of.push_back(region);
-    return static_cast<int32_t>(nfa_.out.size() - 1);
+    return static_cast<int32_t>(head_.size() - 1);
+  }
+  // Edges are added to states made earlier (an alternation's entry gets one per branch as
+  // each is built), so they are kept as per-state lists in one pool until build() lays them out.
+  void add_edge(int32_t from, const NfaEdge& e) {
+    const auto i = static_cast<int32_t>(pool_.size());
+    pool_.push_back(PooledEdge{e, -1});
+    int32_t& tail = tail_[static_cast<size_t>(from)];
+    if (tail < 0) {
+      head_[static_cast<size_t>(from)] = i;
+    } else {
+      pool_[static_cast<size_t>(tail)].next = i;
+    }
+    tail = i;
   }
   void edge(int32_t from, int32_t to, NfaEdgeKind kind, int32_t region = -1) {
     NfaEdge e;
     e.to = to;
     e.kind = kind;
     e.region = region;
-    nfa_.out[static_cast<size_t>(from)].push_back(e);
+    add_edge(from, e);
   }
   void byte_edge(int32_t from, int32_t to, uint8_t lo, uint8_t hi) {
     NfaEdge e;
@@ -262,7 +287,7 @@ class NfaBuilder {
     e.lo = lo;
     e.hi = hi;
     e.kind = NfaEdgeKind::kByte;
-    nfa_.out[static_cast<size_t>(from)].push_back(e);
+    add_edge(from, e);
   }
 
   bool is_counted(const Expr& e, int32_t region) const {
@@ -321,8 +346,7 @@ class NfaBuilder {
         case ExprKind::kCharSet: {
           const std::optional<int32_t> entry = new_state(region);
           if (!entry) return -1;
-          for (const ByteSequence& seq :
-               utf8_sequences(g_.arena.sets[static_cast<size_t>(e.payload)])) {
+          for (const ByteSequence& seq : set_sequences_.of(e.payload)) {
             int32_t cur = *entry;
             for (int i = 0; i < seq.length; ++i) {
               int32_t next = f.target;
@@ -348,7 +372,7 @@ class NfaBuilder {
             call.to = f.target;
             call.call = e.payload;
             call.kind = NfaEdgeKind::kCall;
-            nfa_.out[static_cast<size_t>(*entry)].push_back(call);
+            add_edge(*entry, call);
             result = *entry;
             done = true;
             break;
@@ -437,7 +461,7 @@ class NfaBuilder {
           const int32_t optional = e.max == kUnbounded ? 1 : e.max - e.min;
           // A copy that made no state is charged: a body like that (`""{10000}{10000}{10000}`)
           // would otherwise repeat without limit and without reading the clock.
-          const auto states = static_cast<int32_t>(nfa_.out.size());
+          const auto states = static_cast<int32_t>(head_.size());
           if (f.step > 0 && states == f.mark) budget_.charge(1, "expanded repetitions");
           f.mark = states;
           if (f.step == 0) f.cur = f.target;
@@ -479,19 +503,37 @@ class NfaBuilder {
   const Grammar& g_;
   const std::vector<uint8_t>& callable_;
   const std::vector<uint8_t>& nullable_;
+  CharSetSequences& set_sequences_;
   CompileBudget& budget_;
   int64_t max_states_;
-  Nfa nfa_;
+  Nfa nfa_;  // start, accept, regions and region_of while building; edges at the end
+  struct PooledEdge {
+    NfaEdge edge;
+    int32_t next;  // the state's next edge in pool_, or -1
+  };
+  std::vector<PooledEdge> pool_;
+  std::vector<int32_t> head_;                   // per state: its first edge in pool_, or -1
+  std::vector<int32_t> tail_;                   // per state: its last edge in pool_, or -1
   std::unordered_map<uint64_t, int32_t> memo_;  // (inlined rule, target) -> entry state
 };
 
 }  // namespace
 
+const std::vector<ByteSequence>& CharSetSequences::of(int32_t set) {
+  const auto i = static_cast<size_t>(set);
+  if (!done_[i]) {
+    sequences_[i] = utf8_sequences(arena_.sets[i]);
+    done_[i] = 1;
+  }
+  return sequences_[i];
+}
+
 std::optional<Nfa> build_rule_nfa(const Grammar& grammar, int32_t rule,
                                   const std::vector<uint8_t>& callable,
-                                  const std::vector<uint8_t>& nullable, CompileBudget& budget,
+                                  const std::vector<uint8_t>& nullable,
+                                  CharSetSequences& set_sequences, CompileBudget& budget,
                                   int64_t max_states) {
-  NfaBuilder builder(grammar, callable, nullable, budget, max_states);
+  NfaBuilder builder(grammar, callable, nullable, set_sequences, budget, max_states);
   return builder.build(rule);
 }
 

@@ -9,9 +9,9 @@
 // Every state created is charged to the CompileBudget, which is what refuses `a{10000}{10000}`.
 #pragma once
 
-#include <boost/container/small_vector.hpp>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "grammar_ast.h"
@@ -42,16 +42,22 @@ struct NfaRegion {
   int32_t node = -1;  // the repetition's expression
 };
 
-// A Thompson state has one or two edges (an alternation's entry more): they live inline, so
-// building a large grammar's NFAs is not one allocation per state.
-using NfaEdges = boost::container::small_vector<NfaEdge, 2>;
-
+// A rule's automaton. Edges leaving each state lie in one array (CSR): state s's edges are
+// edges[begin[s], begin[s + 1]), so a search over 100,000 states reads memory in order and
+// building them costs no allocation per state.
 struct Nfa {
-  std::vector<NfaEdges> out;       // edges leaving each state
+  std::vector<NfaEdge> edges;
+  std::vector<uint32_t> begin{0};  // per state, and one past the last
   std::vector<int32_t> region_of;  // per state: its counted region or -1
   std::vector<NfaRegion> regions;
   int32_t start = 0;
   int32_t accept = 0;
+
+  size_t n_states() const { return begin.size() - 1; }
+  std::span<const NfaEdge> out(int32_t s) const {
+    const auto i = static_cast<size_t>(s);
+    return std::span<const NfaEdge>(edges).subspan(begin[i], begin[i + 1] - begin[i]);
+  }
 };
 
 // Per arena node: can the expression match the empty string (rule references resolved by a
@@ -70,12 +76,28 @@ enum class SharedRules : uint8_t {
 std::vector<uint8_t> plan_callable_rules(const Grammar& grammar, CompileBudget& budget,
                                          SharedRules shared);
 
+// The UTF-8 byte sequences of the grammar's character sets, each computed on first use: a set
+// inside an inlined rule is built once per copy and per rule NFA, and splitting a large set
+// (a JSON string character) into sequences costs more than building its states.
+class CharSetSequences {
+ public:
+  explicit CharSetSequences(const ExprArena& arena)
+      : arena_(arena), sequences_(arena.sets.size()), done_(arena.sets.size(), 0) {}
+  const std::vector<ByteSequence>& of(int32_t set);
+
+ private:
+  const ExprArena& arena_;
+  std::vector<std::vector<ByteSequence>> sequences_;
+  std::vector<uint8_t> done_;
+};
+
 // The NFA of callable rule `rule`, references to non-callable rules inlined (one copy per
 // rule and continuation: references followed by the same state share it). nullopt when it
 // would need more than max_states states.
 std::optional<Nfa> build_rule_nfa(const Grammar& grammar, int32_t rule,
                                   const std::vector<uint8_t>& callable,
-                                  const std::vector<uint8_t>& nullable, CompileBudget& budget,
+                                  const std::vector<uint8_t>& nullable,
+                                  CharSetSequences& set_sequences, CompileBudget& budget,
                                   int64_t max_states);
 
 }  // namespace llms::structured
