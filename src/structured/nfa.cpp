@@ -71,7 +71,9 @@ int64_t estimate_size(const ExprArena& arena, int32_t root, RefSize&& ref_size) 
       case ExprKind::kRepeat: {
         // Many copies usually become one counted copy (see kMaxExpandedCopies).
         int64_t copies = e.max == kUnbounded ? int64_t{e.min} + 1 : int64_t{e.max};
-        if (copies > kMaxExpandedCopies) copies = 1;
+        const bool one_set =
+            arena.nodes[static_cast<size_t>(e.children[0])].kind == ExprKind::kCharSet;
+        if (copies > (one_set ? kMaxExpandedSetCopies : kMaxExpandedCopies)) copies = 1;
         size = saturating_add(saturating_mul(f.total, std::max<int64_t>(copies, 1)), 2);
         break;
       }
@@ -293,7 +295,10 @@ class NfaBuilder {
   bool is_counted(const Expr& e, int32_t region) const {
     if (region >= 0) return false;  // one count per item: nested repetitions are expanded
     const int64_t copies = e.max == kUnbounded ? int64_t{e.min} : int64_t{e.max};
-    return copies > kMaxExpandedCopies && !nullable_[static_cast<size_t>(e.children[0])];
+    const bool one_set =
+        g_.arena.nodes[static_cast<size_t>(e.children[0])].kind == ExprKind::kCharSet;
+    const int64_t max_expanded = one_set ? kMaxExpandedSetCopies : kMaxExpandedCopies;
+    return copies > max_expanded && !nullable_[static_cast<size_t>(e.children[0])];
   }
 
   static uint64_t memo_key(int32_t rule, int32_t target) {

@@ -24,6 +24,11 @@ namespace llms::structured {
 // 0; the loop edge (X again) is allowed while count + 1 < max; the exit edge while
 // count + 1 >= min. Only a body that cannot be empty qualifies (every iteration reads a byte).
 inline constexpr int64_t kMaxExpandedCopies = 24;  // more copies than this: a counted region
+// A body of one character set (JSON Schema's whitespace `[ \t\n\r]{0,20}`, referenced before
+// and after every token of a large schema) is counted past this many copies: each expanded
+// reference cost two states a copy, most of a large schema's automaton, where a counted one
+// costs three states in all; its masks cost the same either way.
+inline constexpr int64_t kMaxExpandedSetCopies = 4;
 
 enum class NfaEdgeKind : uint8_t { kByte, kEpsilon, kCall, kEnter, kLoop, kExit };
 

@@ -188,6 +188,21 @@ words ::= /"(\S+\s+){0,30}\S+"/
   check_walks(compile_grammar(text, property_index()), 8, 16, 40, "counted", nullptr, 200, 1000);
 }
 
+TEST(MaskProperty, CountedCharacterSets) {
+  // Repetitions of one character set past kMaxExpandedSetCopies are counted (JSON Schema's
+  // bounded whitespace between every token): runs up to the bound and past it, exact counts,
+  // one such region after another, and one inside a counted region (expanded there).
+  const char* text = R"G(
+root ::= "{" ws "\"k\"" ws ":" ws digits ws "," ws word ws "," ws pad ws "," ws list ws "}"
+ws ::= [ \t\n]{0,6}
+digits ::= [0-9]{5}
+word ::= [a-c]{2,7} [ ]{0,5} "!"
+pad ::= "<" [ ]{5,} ">"
+list ::= "[" ( [xy]{0,8} "," ){0,30} "]"
+)G";
+  check_walks(compile_grammar(text, property_index()), 11, 40, 40, "counted sets", nullptr, 64, 4);
+}
+
 TEST(MaskProperty, LeftRecursiveExpressions) {
   const char* text = R"G(
 root ::= expr
