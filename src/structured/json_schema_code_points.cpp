@@ -132,7 +132,7 @@ std::string class_regex(const CodePointSet& set) {
 }
 
 // One hex digit value range [lo, hi] as a class; both letter cases when `both_cases`.
-std::string hex_digit_class(unsigned lo, unsigned hi, bool both_cases) {
+std::string make_hex_digit_class(unsigned lo, unsigned hi, bool both_cases) {
   CodePointSet set;
   for (unsigned d = lo; d <= hi; ++d) {
     if (d < 10) {
@@ -143,6 +143,23 @@ std::string hex_digit_class(unsigned lo, unsigned hi, bool both_cases) {
     }
   }
   return class_regex(set);
+}
+
+// The same from a table of all 16 x 16 x 2 of them, made once: every \\uXXXX spelling of a
+// pattern's class asks for several, and a schema's patterns have hundreds of classes.
+const std::string& hex_digit_class(unsigned lo, unsigned hi, bool both_cases) {
+  static const std::vector<std::string> kTable = [] {
+    std::vector<std::string> table(16 * 16 * 2);
+    for (unsigned l = 0; l < 16; ++l) {
+      for (unsigned h = l; h < 16; ++h) {
+        for (unsigned both = 0; both < 2; ++both) {
+          table[(l * 16 + h) * 2 + both] = make_hex_digit_class(l, h, both != 0);
+        }
+      }
+    }
+    return table;
+  }();
+  return kTable[(lo * 16 + hi) * 2 + (both_cases ? 1 : 0)];
 }
 
 // Alternatives matching the `width`-digit hex numerals of the values in [lo, hi].
@@ -240,6 +257,15 @@ std::string json_char_regex(const CodePointSet& set, StringSpelling spelling) {
     raw.add(0xE000, kMaxCodePoint);
     return raw;
   }();
+  // One character written as itself (property names, excluded names: most calls): its regex
+  // atom alone. Under kAnyEscape every character also has its \uXXXX spellings.
+  const auto& ranges = set.ranges();
+  if (spelling != StringSpelling::kAnyEscape && ranges.size() == 1 &&
+      ranges[0].first == ranges[0].second && kRaw.contains(ranges[0].first)) {
+    std::string atom;
+    append_regex_code_point(ranges[0].first, atom);
+    return atom;
+  }
   std::vector<std::string> alternatives;
   const CodePointSet raw = set.intersect(kRaw);
   if (!raw.empty()) alternatives.push_back(class_regex(raw));

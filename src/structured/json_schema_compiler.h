@@ -68,6 +68,10 @@ class SchemaCompiler {
   std::optional<std::string> string_regex(const StringShape& shape, StringSpelling spelling);
   // The language of a format as a pattern; throws naming it when the format is unknown.
   const PatternNode* format_pattern(const Sourced& format);
+  // JSON string contents whose decoded value is none of `excluded`, computed once per list
+  // (the objects of a oneOf exclude the same declared names again and again).
+  const std::string& strings_except(const std::vector<std::string>& excluded,
+                                    StringSpelling spelling);
 
   // The effective schema of a property name in an object Shape.
   SchemaSet property_schema(const ObjectShape& object, const std::string& name);
@@ -104,6 +108,7 @@ class SchemaCompiler {
   int analysis_depth_ = 0;  // > 0 while a check runs: a cycle then means "cannot tell"
   std::unordered_map<std::string, std::unique_ptr<PatternNode>> patterns_;
   std::unordered_map<std::string, std::unique_ptr<PatternNode>> formats_;
+  std::map<std::pair<StringSpelling, std::vector<std::string>>, std::string> strings_except_;
 };
 
 template <typename Compute>

@@ -313,8 +313,7 @@ bool GrammarBuilder::plan_object(const ObjectShape& object, ObjectPlan& plan) {
         {"\"" + pattern_to_json_regex(others, StringSpelling::kName, c.budget()) + "\"", value});
   };
   auto any_other_name = [&] {
-    return "\"" + strings_except_regex(plan.declared_names, StringSpelling::kName, c.budget()) +
-           "\"";
+    return "\"" + c.strings_except(plan.declared_names, StringSpelling::kName) + "\"";
   };
   if (universal) {
     for (const auto& pattern_property : patterns) {

@@ -272,6 +272,17 @@ std::string strings_except(const TrieNode& root, StringSpelling spelling, Compil
 
 }  // namespace
 
+const std::string& SchemaCompiler::strings_except(const std::vector<std::string>& excluded,
+                                                  StringSpelling spelling) {
+  auto key = std::make_pair(spelling, excluded);
+  auto it = strings_except_.find(key);
+  if (it == strings_except_.end()) {
+    std::string regex = strings_except_regex(excluded, spelling, budget_);
+    it = strings_except_.emplace(std::move(key), std::move(regex)).first;
+  }
+  return it->second;
+}
+
 std::string strings_except_regex(const std::vector<std::string>& excluded, StringSpelling spelling,
                                  CompileBudget& budget) {
   TrieNode root;
@@ -349,7 +360,7 @@ std::optional<std::string> SchemaCompiler::string_regex(const StringShape& shape
                      "bound is not supported");
     }
     // One spelling per value, so that excluding a value's text excludes the value.
-    return "\"" + strings_except_regex(shape.excluded, StringSpelling::kCanonical, budget_) + "\"";
+    return "\"" + strings_except(shape.excluded, StringSpelling::kCanonical) + "\"";
   }
   if (languages.empty()) {
     // A counted string costs the grammar engine one automaton state per count and character
