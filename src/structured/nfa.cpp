@@ -301,6 +301,23 @@ class NfaBuilder {
     return copies > max_expanded && !nullable_[static_cast<size_t>(e.children[0])];
   }
 
+  // The state that reads one byte of `range` and goes to `to`, made once per (to, region,
+  // range): the multi-byte sequences of a character set, and of every set leading to the same
+  // state, share their continuation states. A name pattern that excludes an object's declared
+  // names has a complement class (most of Unicode: a dozen sequences) at every character of
+  // every name, all leading on to the same place; apart, their continuation states were most
+  // of such a pattern's automaton.
+  int32_t continuation_state(int32_t to, int32_t region, ByteRange range) {
+    const ContinuationKey key{to, region, range.lo, range.hi};
+    const auto it = continuations_.find(key);
+    if (it != continuations_.end()) return it->second;
+    const std::optional<int32_t> s = new_state(region);
+    if (!s) return -1;
+    byte_edge(*s, to, range.lo, range.hi);
+    continuations_.emplace(key, *s);
+    return *s;
+  }
+
   static uint64_t memo_key(int32_t rule, int32_t target) {
     return static_cast<uint64_t>(static_cast<uint32_t>(rule)) << 32 | static_cast<uint32_t>(target);
   }
@@ -352,18 +369,14 @@ class NfaBuilder {
           const std::optional<int32_t> entry = new_state(region);
           if (!entry) return -1;
           for (const ByteSequence& seq : set_sequences_.of(e.payload)) {
-            int32_t cur = *entry;
-            for (int i = 0; i < seq.length; ++i) {
-              int32_t next = f.target;
-              if (i + 1 < seq.length) {
-                const std::optional<int32_t> mid = new_state(region);
-                if (!mid) return -1;
-                next = *mid;
-              }
-              byte_edge(cur, next, seq.ranges[static_cast<size_t>(i)].lo,
-                        seq.ranges[static_cast<size_t>(i)].hi);
-              cur = next;
+            // Continuation bytes last to first, through states shared by every sequence with
+            // the same rest and target (below); then the lead byte from the entry.
+            int32_t next = f.target;
+            for (int i = seq.length - 1; i > 0; --i) {
+              next = continuation_state(next, region, seq.ranges[static_cast<size_t>(i)]);
+              if (next < 0) return -1;
             }
+            byte_edge(*entry, next, seq.ranges[0].lo, seq.ranges[0].hi);
           }
           result = *entry;
           done = true;
@@ -520,6 +533,22 @@ class NfaBuilder {
   std::vector<int32_t> head_;                   // per state: its first edge in pool_, or -1
   std::vector<int32_t> tail_;                   // per state: its last edge in pool_, or -1
   std::unordered_map<uint64_t, int32_t> memo_;  // (inlined rule, target) -> entry state
+  struct ContinuationKey {
+    int32_t to;
+    int32_t region;
+    uint8_t lo;
+    uint8_t hi;
+    bool operator==(const ContinuationKey&) const = default;
+  };
+  struct ContinuationHash {
+    size_t operator()(const ContinuationKey& k) const {
+      uint64_t h = static_cast<uint64_t>(static_cast<uint32_t>(k.to)) << 32 ^
+                   static_cast<uint32_t>(k.region) << 16 ^ static_cast<uint32_t>(k.lo) << 8 ^ k.hi;
+      h *= 0x9E3779B97F4A7C15ull;
+      return static_cast<size_t>(h ^ (h >> 29));
+    }
+  };
+  std::unordered_map<ContinuationKey, int32_t, ContinuationHash> continuations_;
 };
 
 }  // namespace

@@ -203,6 +203,19 @@ list ::= "[" ( [xy]{0,8} "," ){0,30} "]"
   check_walks(compile_grammar(text, property_index()), 11, 40, 40, "counted sets", nullptr, 64, 4);
 }
 
+TEST(MaskProperty, SharedContinuationBytes) {
+  // Multi-byte sequences of character sets share their continuation states when they lead to
+  // the same state (a name other than "abc": a complement class at each character); sets
+  // leading to different states, overlapping sets, partial-UTF-8 tokens and a counted region
+  // must keep them apart.
+  const char* text = R"G(
+root ::= ( name | other ){1,4} "."
+name ::= "\"" ( [^a"\\\x00-\x1f] | "a" ( [^b"\\\x00-\x1f] | "b" [^c"\\\x00-\x1f] ) ) [^"\\\x00-\x1f]* "\""
+other ::= [^a.\x00-\x1f] "1" | "a" [^b.\x00-\x1f] "2" | [\u00e0-\u4fff] "4" | [\u4e00-\u9fff]{2,9} "5"
+)G";
+  check_walks(compile_grammar(text, property_index()), 12, 40, 30, "continuations");
+}
+
 TEST(MaskProperty, LeftRecursiveExpressions) {
   const char* text = R"G(
 root ::= expr

@@ -7,6 +7,7 @@
 #include <random>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "grammar_test_support.h"
 #include "structured/grammar_constraint.h"
@@ -236,6 +237,43 @@ TEST(Regex, RepeatedEmptyBodiesAreBoundedByTheBudget) {
   // Copies of a body that makes no automaton state still cost budget, so this is refused at
   // once instead of expanding 10^12 empty copies (without the charge this test hangs).
   EXPECT_THROW(compile_regex("(((){10000}){10000}){10000}", byte_index()), Error);
+}
+
+TEST(Regex, MultiByteCharactersOfSetsWithOneTargetOrSeveral) {
+  // Sets whose multi-byte sequences lead to the same place share continuation states; sets
+  // leading to different places must not. Every text of up to three characters over an
+  // alphabet of 1- to 4-byte characters, against the language written out on code points.
+  const auto g = compile_regex("[^a]x|a[^b]y|[^c]z|(?:[^a]|a(?:[^b]|b[^c]))w", byte_index());
+  const std::vector<std::string> alphabet = {
+      "a", "b", "c", "w", "x", "y", "z", "\xC3\xA9", "\xE4\xB8\xAD", "\xF0\x9F\x98\x80"};
+  auto in_language = [](const std::vector<std::string>& cps) {
+    const size_t n = cps.size();
+    if (n == 2 && cps[0] != "a" && cps[1] == "x") return true;
+    if (n == 3 && cps[0] == "a" && cps[1] != "b" && cps[2] == "y") return true;
+    if (n == 2 && cps[0] != "c" && cps[1] == "z") return true;
+    if (n == 2 && cps[0] != "a" && cps[1] == "w") return true;
+    if (n == 3 && cps[0] == "a" && cps[1] != "b" && cps[2] == "w") return true;
+    return n == 4 && cps[0] == "a" && cps[1] == "b" && cps[2] != "c" && cps[3] == "w";
+  };
+  std::vector<std::vector<std::string>> texts{{}};
+  int checked = 0;
+  for (size_t length = 1; length <= 4; ++length) {
+    std::vector<std::vector<std::string>> longer;
+    for (const auto& prefix : texts) {
+      for (const std::string& c : alphabet) {
+        longer.push_back(prefix);
+        longer.back().push_back(c);
+      }
+    }
+    texts = std::move(longer);
+    for (const auto& cps : texts) {
+      std::string text;
+      for (const std::string& c : cps) text += c;
+      EXPECT_EQ(accepts(g, text), in_language(cps)) << "text '" << text << "'";
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 10 + 100 + 1000 + 10000);
 }
 
 TEST(Regex, SupportedSyntax) {
