@@ -260,6 +260,7 @@ class NfaBuilder {
     budget_.charge(1, "automaton states");
     head_.push_back(-1);
     tail_.push_back(-1);
+    continuations_of_.push_back(-1);
     nfa_.region_of.push_back(region);
     return static_cast<int32_t>(head_.size() - 1);
   }
@@ -308,13 +309,18 @@ class NfaBuilder {
   // every name, all leading on to the same place; apart, their continuation states were most
   // of such a pattern's automaton.
   int32_t continuation_state(int32_t to, int32_t region, ByteRange range) {
-    const ContinuationKey key{to, region, range.lo, range.hi};
-    const auto it = continuations_.find(key);
-    if (it != continuations_.end()) return it->second;
+    // Per `to`, a short list (a few ranges: 80-BF, and the narrower second bytes).
+    for (int32_t i = continuations_of_[static_cast<size_t>(to)]; i >= 0;) {
+      const Continuation& c = continuations_[static_cast<size_t>(i)];
+      if (c.region == region && c.lo == range.lo && c.hi == range.hi) return c.state;
+      i = c.next;
+    }
     const std::optional<int32_t> s = new_state(region);
     if (!s) return -1;
     byte_edge(*s, to, range.lo, range.hi);
-    continuations_.emplace(key, *s);
+    int32_t& head = continuations_of_[static_cast<size_t>(to)];
+    continuations_.push_back(Continuation{*s, head, region, range.lo, range.hi});
+    head = static_cast<int32_t>(continuations_.size() - 1);
     return *s;
   }
 
@@ -533,22 +539,15 @@ class NfaBuilder {
   std::vector<int32_t> head_;                   // per state: its first edge in pool_, or -1
   std::vector<int32_t> tail_;                   // per state: its last edge in pool_, or -1
   std::unordered_map<uint64_t, int32_t> memo_;  // (inlined rule, target) -> entry state
-  struct ContinuationKey {
-    int32_t to;
+  struct Continuation {
+    int32_t state;  // reads [lo, hi], then goes to the state whose list holds it
+    int32_t next;   // the next entry of that list, or -1
     int32_t region;
     uint8_t lo;
     uint8_t hi;
-    bool operator==(const ContinuationKey&) const = default;
   };
-  struct ContinuationHash {
-    size_t operator()(const ContinuationKey& k) const {
-      uint64_t h = static_cast<uint64_t>(static_cast<uint32_t>(k.to)) << 32 ^
-                   static_cast<uint32_t>(k.region) << 16 ^ static_cast<uint32_t>(k.lo) << 8 ^ k.hi;
-      h *= 0x9E3779B97F4A7C15ull;
-      return static_cast<size_t>(h ^ (h >> 29));
-    }
-  };
-  std::unordered_map<ContinuationKey, int32_t, ContinuationHash> continuations_;
+  std::vector<Continuation> continuations_;
+  std::vector<int32_t> continuations_of_;  // per state: its first entry, or -1
 };
 
 }  // namespace
