@@ -2,6 +2,7 @@
 #include "structured/json_schema_code_points.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstdio>
 
 #include "util/error.h"
@@ -148,6 +149,7 @@ std::string make_hex_digit_class(unsigned lo, unsigned hi, bool both_cases) {
 // The same from a table of all 16 x 16 x 2 of them, made once: every \\uXXXX spelling of a
 // pattern's class asks for several, and a schema's patterns have hundreds of classes.
 const std::string& hex_digit_class(unsigned lo, unsigned hi, bool both_cases) {
+  assert(lo <= hi && hi < 16);
   static const std::vector<std::string> kTable = [] {
     std::vector<std::string> table(16 * 16 * 2);
     for (unsigned l = 0; l < 16; ++l) {

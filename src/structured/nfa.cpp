@@ -34,6 +34,16 @@ void for_each_reference(const ExprArena& arena, int32_t root, Fn&& fn) {
   }
 }
 
+// A repetition outside counted regions whose body cannot be empty is counted when it has more
+// copies than max_expanded_copies() (NfaBuilder::is_counted); these two say how many.
+int64_t counted_copies(const Expr& e) {
+  return e.max == kUnbounded ? int64_t{e.min} : int64_t{e.max};
+}
+int64_t max_expanded_copies(const ExprArena& arena, const Expr& e) {
+  const bool one_set = arena.nodes[static_cast<size_t>(e.children[0])].kind == ExprKind::kCharSet;
+  return one_set ? kMaxExpandedSetCopies : kMaxExpandedCopies;
+}
+
 // Estimated NFA states of an expression whose references cost ref_size(rule). Iterative
 // post-order over the tree.
 template <typename RefSize>
@@ -42,8 +52,13 @@ int64_t estimate_size(const ExprArena& arena, int32_t root, RefSize&& ref_size) 
     int32_t node;
     size_t next_child;
     int64_t total;
+    bool in_region;  // inside a counted repetition of this tree: nested ones are expanded
   };
-  std::vector<Frame> stack{{root, 0, 0}};
+  auto counts = [&](const Expr& e, bool in_region) {
+    return !in_region && e.kind == ExprKind::kRepeat &&
+           counted_copies(e) > max_expanded_copies(arena, e);
+  };
+  std::vector<Frame> stack{{root, 0, 0, false}};
   int64_t result = 0;
   while (!stack.empty()) {
     Frame& f = stack.back();
@@ -51,7 +66,8 @@ int64_t estimate_size(const ExprArena& arena, int32_t root, RefSize&& ref_size) 
     if (f.next_child > 0) f.total = saturating_add(f.total, result);
     if (f.next_child < e.children.size()) {
       const int32_t child = e.children[f.next_child++];
-      stack.push_back({child, 0, 0});
+      const bool in_region = f.in_region || counts(e, f.in_region);
+      stack.push_back({child, 0, 0, in_region});
       continue;
     }
     int64_t size = f.total;
@@ -69,11 +85,11 @@ int64_t estimate_size(const ExprArena& arena, int32_t root, RefSize&& ref_size) 
         size = ref_size(e.payload);
         break;
       case ExprKind::kRepeat: {
-        // Many copies usually become one counted copy (see kMaxExpandedCopies).
-        int64_t copies = e.max == kUnbounded ? int64_t{e.min} + 1 : int64_t{e.max};
-        const bool one_set =
-            arena.nodes[static_cast<size_t>(e.children[0])].kind == ExprKind::kCharSet;
-        if (copies > (one_set ? kMaxExpandedSetCopies : kMaxExpandedCopies)) copies = 1;
+        // Counted: one copy; expanded: the mandatory copies and the optional ones, or one
+        // looping copy when unbounded.
+        const int64_t copies = counts(e, f.in_region) ? 1
+                               : e.max == kUnbounded  ? int64_t{e.min} + 1
+                                                      : int64_t{e.max};
         size = saturating_add(saturating_mul(f.total, std::max<int64_t>(copies, 1)), 2);
         break;
       }
@@ -295,11 +311,8 @@ class NfaBuilder {
 
   bool is_counted(const Expr& e, int32_t region) const {
     if (region >= 0) return false;  // one count per item: nested repetitions are expanded
-    const int64_t copies = e.max == kUnbounded ? int64_t{e.min} : int64_t{e.max};
-    const bool one_set =
-        g_.arena.nodes[static_cast<size_t>(e.children[0])].kind == ExprKind::kCharSet;
-    const int64_t max_expanded = one_set ? kMaxExpandedSetCopies : kMaxExpandedCopies;
-    return copies > max_expanded && !nullable_[static_cast<size_t>(e.children[0])];
+    return counted_copies(e) > max_expanded_copies(g_.arena, e) &&
+           !nullable_[static_cast<size_t>(e.children[0])];
   }
 
   // The state that reads one byte of `range` and goes to `to`, made once per (to, region,
@@ -308,6 +321,10 @@ class NfaBuilder {
   // names has a complement class (most of Unicode: a dozen sequences) at every character of
   // every name, all leading on to the same place; apart, their continuation states were most
   // of such a pattern's automaton.
+  // These are the only states that fragments other than the one that made them lead into;
+  // that is exact because a state gets all its edges when it is made, and these only ever have
+  // their one byte edge. Their target lies in the same counted region (a fragment's states and
+  // its target share one), which the key repeats for safety.
   int32_t continuation_state(int32_t to, int32_t region, ByteRange range) {
     // Per `to`, a short list (a few ranges: 80-BF, and the narrower second bytes).
     for (int32_t i = continuations_of_[static_cast<size_t>(to)]; i >= 0;) {

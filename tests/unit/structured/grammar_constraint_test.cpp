@@ -47,11 +47,11 @@ void expect_mask_matches(const std::string& grammar, const std::string& prefix, 
 TEST(GrammarConstraint, RowsAreRefusedExactlyWhereTheMatcherRefuses) {
   const size_t n_tokens = static_cast<size_t>(byte_index({"ab", "abc", "b", "zz"})->n_tokens());
   for (const size_t n_rows : {n_tokens, n_tokens + 7, n_tokens + 64}) {
-    expect_mask_matches("root ::= [a-z]+", "", n_rows);       // mixed words, whole words refused
-    expect_mask_matches("root ::= [^q]*", "", n_rows);        // nearly every word all allowed
+    expect_mask_matches("root ::= [a-z]+", "", n_rows);  // mixed words, whole words refused
+    expect_mask_matches("root ::= [^q]*", "", n_rows);   // nearly every word all allowed
     expect_mask_matches("root ::= \"ab\" [c-e]", "a", n_rows);
     expect_mask_matches("root ::= \"ab\" [c-e]", "ab", n_rows);
-    expect_mask_matches("root ::= \"ab\"", "ab", n_rows);      // only the stop token
+    expect_mask_matches("root ::= \"ab\"", "ab", n_rows);  // only the stop token
   }
 }
 

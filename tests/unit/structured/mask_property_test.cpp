@@ -191,9 +191,11 @@ words ::= /"(\S+\s+){0,30}\S+"/
 TEST(MaskProperty, CountedCharacterSets) {
   // Repetitions of one character set past kMaxExpandedSetCopies are counted (JSON Schema's
   // bounded whitespace between every token): runs up to the bound and past it, exact counts,
-  // one such region after another, and one inside a counted region (expanded there).
+  // one such region after another (back to back, and with an optional one between), and one
+  // inside a counted region (expanded there).
   const char* text = R"G(
-root ::= "{" ws "\"k\"" ws ":" ws digits ws "," ws word ws "," ws pad ws "," ws list ws "}"
+root ::= "{" ws "\"k\"" ws ":" ws digits ws "," ws word ws "," ws pad ws "," ws list ws ws "}" tail
+tail ::= ws ws? ws
 ws ::= [ \t\n]{0,6}
 digits ::= [0-9]{5}
 word ::= [a-c]{2,7} [ ]{0,5} "!"

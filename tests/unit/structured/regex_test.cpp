@@ -11,6 +11,7 @@
 
 #include "grammar_test_support.h"
 #include "structured/grammar_constraint.h"
+#include "structured/json_schema_code_points.h"
 #include "structured/matcher.h"
 #include "util/error.h"
 
@@ -241,7 +242,7 @@ TEST(Regex, RepeatedEmptyBodiesAreBoundedByTheBudget) {
 
 TEST(Regex, MultiByteCharactersOfSetsWithOneTargetOrSeveral) {
   // Sets whose multi-byte sequences lead to the same place share continuation states; sets
-  // leading to different places must not. Every text of up to three characters over an
+  // leading to different places must not. Every text of up to four characters over an
   // alphabet of 1- to 4-byte characters, against the language written out on code points.
   const auto g = compile_regex("[^a]x|a[^b]y|[^c]z|(?:[^a]|a(?:[^b]|b[^c]))w", byte_index());
   const std::vector<std::string> alphabet = {
@@ -274,6 +275,44 @@ TEST(Regex, MultiByteCharactersOfSetsWithOneTargetOrSeveral) {
     }
   }
   EXPECT_EQ(checked, 10 + 100 + 1000 + 10000);
+}
+
+TEST(Regex, OneJsonStringCharacterInEachSpelling) {
+  // json_char_regex: one character's spellings inside a JSON string. Names and canonical text
+  // write a plain character only raw; "any escape" also takes \uXXXX in either case, and \/.
+  using jsonschema::CodePointSet;
+  using jsonschema::StringSpelling;
+  struct Case {
+    char32_t cp;
+    std::string raw;
+    std::string escaped;  // its \uXXXX spelling (BMP) or surrogate pair
+  };
+  const std::vector<Case> cases = {{U' ', " ", "\\u0020"},
+                                   {U'a', "a", "\\u0061"},
+                                   {U'/', "/", "\\u002F"},
+                                   {0x7F, "\x7F", "\\u007f"},
+                                   {0xE9, "\xC3\xA9", "\\u00E9"},
+                                   {0xE000, "\xEE\x80\x80", "\\ue000"},
+                                   {0x10FFFF, "\xF4\x8F\xBF\xBF", "\\udbff\\udfff"}};
+  for (const Case& c : cases) {
+    for (StringSpelling spelling :
+         {StringSpelling::kName, StringSpelling::kCanonical, StringSpelling::kAnyEscape}) {
+      const std::string regex = jsonschema::json_char_regex(CodePointSet::of(c.cp), spelling);
+      const auto g = compile_regex(regex, byte_index());
+      const bool any = spelling == StringSpelling::kAnyEscape;
+      EXPECT_TRUE(accepts(g, c.raw)) << regex;
+      EXPECT_EQ(accepts(g, c.escaped), any) << regex;
+      EXPECT_EQ(accepts(g, "\\/"), any && c.cp == U'/') << regex;
+      EXPECT_FALSE(accepts(g, c.raw + c.raw)) << regex;
+    }
+  }
+  // Quote, backslash and control characters are never raw.
+  for (char32_t cp : {char32_t{'"'}, char32_t{'\\'}, char32_t{'\n'}, char32_t{0x01}}) {
+    const std::string regex =
+        jsonschema::json_char_regex(CodePointSet::of(cp), StringSpelling::kCanonical);
+    const auto g = compile_regex(regex, byte_index());
+    EXPECT_FALSE(accepts(g, std::string(1, static_cast<char>(cp)))) << regex;
+  }
 }
 
 TEST(Regex, SupportedSyntax) {
