@@ -257,42 +257,30 @@ class NfaBuilder {
     if (start < 0) return std::nullopt;
     nfa_.start = start;
     nfa_.accept = *accept;
-    // Each state's edge list, in the order added, into one array.
-    nfa_.begin.assign(head_.size() + 1, 0);
-    nfa_.edges.reserve(pool_.size());
-    for (size_t s = 0; s < head_.size(); ++s) {
-      for (int32_t i = head_[s]; i >= 0; i = pool_[static_cast<size_t>(i)].next) {
-        nfa_.edges.push_back(pool_[static_cast<size_t>(i)].edge);
-      }
-      nfa_.begin[s + 1] = static_cast<uint32_t>(nfa_.edges.size());
-    }
+    // The edges grouped by source state, each state's in the order added (a counting sort:
+    // reads in order, scattered writes).
+    const size_t n_states = nfa_.region_of.size();
+    nfa_.begin.assign(n_states + 1, 0);
+    for (const PooledEdge& p : pool_) ++nfa_.begin[static_cast<size_t>(p.from) + 1];
+    for (size_t s = 0; s < n_states; ++s) nfa_.begin[s + 1] += nfa_.begin[s];
+    std::vector<uint32_t> fill(nfa_.begin.begin(), nfa_.begin.end() - 1);
+    nfa_.edges.resize(pool_.size());
+    for (const PooledEdge& p : pool_) nfa_.edges[fill[static_cast<size_t>(p.from)]++] = p.edge;
     return std::move(nfa_);
   }
 
  private:
   // A new state, or nullopt past max_states_ (the caller gives up).
   std::optional<int32_t> new_state(int32_t region) {
-    if (static_cast<int64_t>(head_.size()) >= max_states_) return std::nullopt;
+    if (static_cast<int64_t>(nfa_.region_of.size()) >= max_states_) return std::nullopt;
     budget_.charge(1, "automaton states");
-    head_.push_back(-1);
-    tail_.push_back(-1);
     continuations_of_.push_back(-1);
     nfa_.region_of.push_back(region);
-    return static_cast<int32_t>(head_.size() - 1);
+    return static_cast<int32_t>(nfa_.region_of.size() - 1);
   }
   // Edges are added to states made earlier (an alternation's entry gets one per branch as
-  // each is built), so they are kept as per-state lists in one pool until build() lays them out.
-  void add_edge(int32_t from, const NfaEdge& e) {
-    const auto i = static_cast<int32_t>(pool_.size());
-    pool_.push_back(PooledEdge{e, -1});
-    int32_t& tail = tail_[static_cast<size_t>(from)];
-    if (tail < 0) {
-      head_[static_cast<size_t>(from)] = i;
-    } else {
-      pool_[static_cast<size_t>(tail)].next = i;
-    }
-    tail = i;
-  }
+  // each is built), so they are pooled with their source until build() groups them.
+  void add_edge(int32_t from, const NfaEdge& e) { pool_.push_back(PooledEdge{e, from}); }
   void edge(int32_t from, int32_t to, NfaEdgeKind kind, int32_t region = -1) {
     NfaEdge e;
     e.to = to;
@@ -502,7 +490,7 @@ class NfaBuilder {
           const int32_t optional = e.max == kUnbounded ? 1 : e.max - e.min;
           // A copy that made no state is charged: a body like that (`""{10000}{10000}{10000}`)
           // would otherwise repeat without limit and without reading the clock.
-          const auto states = static_cast<int32_t>(head_.size());
+          const auto states = static_cast<int32_t>(nfa_.region_of.size());
           if (f.step > 0 && states == f.mark) budget_.charge(1, "expanded repetitions");
           f.mark = states;
           if (f.step == 0) f.cur = f.target;
@@ -550,11 +538,9 @@ class NfaBuilder {
   Nfa nfa_;  // start, accept, regions and region_of while building; edges at the end
   struct PooledEdge {
     NfaEdge edge;
-    int32_t next;  // the state's next edge in pool_, or -1
+    int32_t from;
   };
-  std::vector<PooledEdge> pool_;
-  std::vector<int32_t> head_;                   // per state: its first edge in pool_, or -1
-  std::vector<int32_t> tail_;                   // per state: its last edge in pool_, or -1
+  std::vector<PooledEdge> pool_;                // every edge, in the order added
   std::unordered_map<uint64_t, int32_t> memo_;  // (inlined rule, target) -> entry state
   struct Continuation {
     int32_t state;  // reads [lo, hi], then goes to the state whose list holds it
