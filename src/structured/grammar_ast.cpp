@@ -26,7 +26,9 @@ int32_t ExprArena::add_node(ExprKind kind, std::vector<int32_t> children) {
   if (children.empty() && kind == ExprKind::kConcat) return add_empty();
   Expr e;
   e.kind = kind;
-  e.children = std::move(children);
+  e.first_child = static_cast<uint32_t>(child_ids.size());
+  e.n_children = static_cast<uint32_t>(children.size());
+  child_ids.insert(child_ids.end(), children.begin(), children.end());
   return add(std::move(e));
 }
 
@@ -35,7 +37,9 @@ int32_t ExprArena::add_repeat(int32_t child, int32_t min, int32_t max) {
   e.kind = ExprKind::kRepeat;
   e.min = min;
   e.max = max;
-  e.children = {child};
+  e.first_child = static_cast<uint32_t>(child_ids.size());
+  e.n_children = 1;
+  child_ids.push_back(child);
   return add(std::move(e));
 }
 

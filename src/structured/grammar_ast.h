@@ -2,12 +2,14 @@
 //
 // Expressions live in one flat arena and refer to their children by index, so no pass over them
 // needs recursion (hostile inputs nest deeply) and destroying a huge tree is a few vector frees.
+// The children of all nodes share one array, so a node is small and allocates nothing.
 // A node's children always precede it in the arena (front ends build bottom-up).
 // Every compiler front end (GBNF, regex, choices) produces a Grammar; one back end turns any
 // Grammar into automata.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,11 +37,13 @@ struct Expr {
   int32_t min = 0;
   int32_t max = 0;
   int32_t source_offset = 0;  // where it was written, for errors
-  std::vector<int32_t> children;
+  uint32_t first_child = 0;   // its children: ExprArena::child_ids[first_child, + n_children)
+  uint32_t n_children = 0;
 };
 
 struct ExprArena {
   std::vector<Expr> nodes;
+  std::vector<int32_t> child_ids;  // every node's children, each node's in a row
   std::vector<std::string> literals;
   std::vector<CodePointSet> sets;
 
@@ -52,6 +56,11 @@ struct ExprArena {
   int32_t add_set(CodePointSet set);
   int32_t add_node(ExprKind kind, std::vector<int32_t> children);
   int32_t add_repeat(int32_t child, int32_t min, int32_t max);
+
+  std::span<const int32_t> children(const Expr& e) const {
+    return std::span<const int32_t>(child_ids).subspan(e.first_child, e.n_children);
+  }
+  int32_t child(const Expr& e, size_t i) const { return child_ids[e.first_child + i]; }
 };
 
 struct GrammarRule {

@@ -30,7 +30,7 @@ void for_each_reference(const ExprArena& arena, int32_t root, Fn&& fn) {
     const Expr& e = arena.nodes[static_cast<size_t>(stack.back())];
     stack.pop_back();
     if (e.kind == ExprKind::kRuleRef) fn(e.payload);
-    for (int32_t c : e.children) stack.push_back(c);
+    for (int32_t c : arena.children(e)) stack.push_back(c);
   }
 }
 
@@ -40,7 +40,8 @@ int64_t counted_copies(const Expr& e) {
   return e.max == kUnbounded ? int64_t{e.min} : int64_t{e.max};
 }
 int64_t max_expanded_copies(const ExprArena& arena, const Expr& e) {
-  const bool one_set = arena.nodes[static_cast<size_t>(e.children[0])].kind == ExprKind::kCharSet;
+  const bool one_set =
+      arena.nodes[static_cast<size_t>(arena.child(e, 0))].kind == ExprKind::kCharSet;
   return one_set ? kMaxExpandedSetCopies : kMaxExpandedCopies;
 }
 
@@ -64,8 +65,8 @@ int64_t estimate_size(const ExprArena& arena, int32_t root, RefSize&& ref_size) 
     Frame& f = stack.back();
     const Expr& e = arena.nodes[static_cast<size_t>(f.node)];
     if (f.next_child > 0) f.total = saturating_add(f.total, result);
-    if (f.next_child < e.children.size()) {
-      const int32_t child = e.children[f.next_child++];
+    if (f.next_child < e.n_children) {
+      const int32_t child = arena.child(e, f.next_child++);
       const bool in_region = f.in_region || counts(e, f.in_region);
       stack.push_back({child, 0, 0, in_region});
       continue;
@@ -208,13 +209,13 @@ std::vector<uint8_t> nullable_nodes(const Grammar& grammar, CompileBudget& budge
           break;
         case ExprKind::kConcat:
           value = true;
-          for (int32_t c : e.children) value = value && nullable[static_cast<size_t>(c)];
+          for (int32_t c : arena.children(e)) value = value && nullable[static_cast<size_t>(c)];
           break;
         case ExprKind::kAlt:
-          for (int32_t c : e.children) value = value || nullable[static_cast<size_t>(c)];
+          for (int32_t c : arena.children(e)) value = value || nullable[static_cast<size_t>(c)];
           break;
         case ExprKind::kRepeat:
-          value = e.min == 0 || nullable[static_cast<size_t>(e.children[0])];
+          value = e.min == 0 || nullable[static_cast<size_t>(arena.child(e, 0))];
           break;
       }
       nullable[i] = value ? 1 : 0;
@@ -300,7 +301,7 @@ class NfaBuilder {
   bool is_counted(const Expr& e, int32_t region) const {
     if (region >= 0) return false;  // one count per item: nested repetitions are expanded
     return counted_copies(e) > max_expanded_copies(g_.arena, e) &&
-           !nullable_[static_cast<size_t>(e.children[0])];
+           !nullable_[static_cast<size_t>(g_.arena.child(e, 0))];
   }
 
   // The state that reads one byte of `range` and goes to `to`, made once per (to, region,
@@ -425,13 +426,13 @@ class NfaBuilder {
           break;
         }
         case ExprKind::kConcat: {  // children last to first
-          const auto n = static_cast<int32_t>(e.children.size());
+          const auto n = static_cast<int32_t>(e.n_children);
           f.cur = f.step == 0 ? f.target : result;
           if (f.step == n) {
             result = f.cur;
             done = true;
           } else {
-            child_to_build = e.children[static_cast<size_t>(n - 1 - f.step++)];
+            child_to_build = g_.arena.child(e, static_cast<size_t>(n - 1 - f.step++));
             child_target = f.cur;
           }
           break;
@@ -444,11 +445,11 @@ class NfaBuilder {
           } else {
             edge(f.entry, result, NfaEdgeKind::kEpsilon);
           }
-          if (static_cast<size_t>(f.step) == e.children.size()) {
+          if (static_cast<uint32_t>(f.step) == e.n_children) {
             result = f.entry;
             done = true;
           } else {
-            child_to_build = e.children[static_cast<size_t>(f.step++)];
+            child_to_build = g_.arena.child(e, static_cast<size_t>(f.step++));
             child_target = f.target;
           }
           break;
@@ -467,7 +468,7 @@ class NfaBuilder {
             if (!end) return -1;
             f.cur = *end;
             f.step = -1;
-            child_to_build = e.children[0];
+            child_to_build = g_.arena.child(e, 0);
             child_target = f.cur;
             child_region = f.aux;
             break;
@@ -486,7 +487,7 @@ class NfaBuilder {
           // Expanded, built from the end: unbounded, one copy looping on a fresh state;
           // bounded, max - min optional copies, each of whose entries may skip to the target;
           // then the min mandatory copies in front.
-          const int32_t child = e.children[0];
+          const int32_t child = g_.arena.child(e, 0);
           const int32_t optional = e.max == kUnbounded ? 1 : e.max - e.min;
           // A copy that made no state is charged: a body like that (`""{10000}{10000}{10000}`)
           // would otherwise repeat without limit and without reading the clock.
