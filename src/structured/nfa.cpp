@@ -13,6 +13,11 @@ namespace {
 // A rule inlined at more than one place is kept callable when its inlined automaton would be
 // larger than this: the copies would cost more than the parser work a call adds.
 constexpr int64_t kMaxSharedInlineStates = 2048;
+// So is one whose copies together would pass this many states, unless it is tiny (a number, a
+// keyword): the free JSON string (~40 states) behind every string-valued property of a large
+// schema was a fifth of its automaton, and calling it made the corpus's masks no slower.
+constexpr int64_t kMaxSharedInlineTotal = 8192;
+constexpr int64_t kMinCalledStates = 24;
 constexpr int64_t kSaturated = int64_t{1} << 40;
 
 int64_t saturating_add(int64_t a, int64_t b) { return std::min(kSaturated, a + b); }
@@ -163,10 +168,10 @@ std::vector<uint8_t> plan_callable_rules(const Grammar& grammar, CompileBudget& 
           return callable[static_cast<size_t>(target)] ? 2 : size[static_cast<size_t>(target)];
         });
     size[static_cast<size_t>(r)] = s;
-    if (callable[static_cast<size_t>(r)] || s <= kMaxSharedInlineStates ||
-        n_refs[static_cast<size_t>(r)] <= 1) {
-      continue;
-    }
+    const int64_t copies = n_refs[static_cast<size_t>(r)];
+    const bool large = s > kMaxSharedInlineStates ||
+                       (s >= kMinCalledStates && saturating_mul(s, copies) > kMaxSharedInlineTotal);
+    if (callable[static_cast<size_t>(r)] || !large || copies <= 1) continue;
     // A rule that inlines others may only look large: its tree counts a rule reached twice
     // twice, where the automaton builder shares the copy (optional properties in a row).
     const auto& targets = refs[static_cast<size_t>(r)];
