@@ -387,7 +387,7 @@ class NfaBuilder {
           if (!entry) return -1;
           for (const ByteSequence& seq : set_sequences_.of(e.payload)) {
             // Continuation bytes last to first, through states shared by every sequence with
-            // the same rest and target (below); then the lead byte from the entry.
+            // the same rest and target (continuation_state); then the lead byte from the entry.
             int32_t next = f.target;
             for (int i = seq.length - 1; i > 0; --i) {
               next = continuation_state(next, region, seq.ranges[static_cast<size_t>(i)]);
