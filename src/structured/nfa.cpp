@@ -385,7 +385,9 @@ class NfaBuilder {
         case ExprKind::kCharSet: {
           const std::optional<int32_t> entry = new_state(region);
           if (!entry) return -1;
-          for (const ByteSequence& seq : set_sequences_.of(e.payload)) {
+          const std::vector<ByteSequence>& sequences = set_sequences_.of(e.payload);
+          if (sequences.empty()) nfa_.dead_leaf = true;
+          for (const ByteSequence& seq : sequences) {
             // Continuation bytes last to first, through states shared by every sequence with
             // the same rest and target (continuation_state); then the lead byte from the entry.
             int32_t next = f.target;
@@ -447,6 +449,7 @@ class NfaBuilder {
             const std::optional<int32_t> entry = new_state(region);
             if (!entry) return -1;
             f.entry = *entry;
+            if (e.n_children == 0) nfa_.dead_leaf = true;
           } else {
             edge(f.entry, result, NfaEdgeKind::kEpsilon);
           }

@@ -57,6 +57,10 @@ struct Nfa {
   std::vector<NfaRegion> regions;
   int32_t start = 0;
   int32_t accept = 0;
+  // Some state was built with no way on (an empty character set or choice). Without one, and
+  // with every call's rule productive, every state leads on to accept: each one the builder
+  // makes leads on to its fragment's target, and reaches it from the start.
+  bool dead_leaf = false;
 
   size_t n_states() const { return begin.size() - 1; }
   std::span<const NfaEdge> out(int32_t s) const {

@@ -112,6 +112,20 @@ TEST(GrammarParser, UnproductiveAlternativesNeverLookViable) {
   EXPECT_FALSE(m.accept_bytes("a"));
 }
 
+TEST(GrammarParser, EmptyCharacterSetsNeverLookViable) {
+  // An empty class is a state with no way on: the states before it are dead, and the linker
+  // must not take every state of such an automaton for live (compile_pipeline).
+  auto index = byte_index();
+  for (const std::string text :
+       {"root ::= \"ac\" /[]/ | \"b\"", "root ::= x | \"b\"\nx ::= \"a\" \"c\" /[]/ \"c\"",
+        "root ::= \"ac\" [^\\x00-\\U0010FFFF] | \"b\"", "root ::= (\"a\" \"c\"+ /[]/)* \"b\""}) {
+    auto g = compile_grammar(text, index);
+    Matcher m(g);
+    EXPECT_EQ(testing::allowed_ids(m), std::vector<int32_t>{'b'}) << text;
+    EXPECT_FALSE(m.accept_bytes("a")) << text;
+  }
+}
+
 TEST(GrammarParser, HostileInputIsAClearErrorNotACrash) {
   const std::string deep =
       "root ::= " + std::string(100000, '(') + "\"a\"" + std::string(100000, ')');
