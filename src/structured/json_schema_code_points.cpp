@@ -79,21 +79,30 @@ bool CodePointSet::contains(char32_t cp) const {
 }
 
 void append_regex_code_point(char32_t cp, std::string& out) {
-  char buffer[16];
+  // Upper-case hex digits, `digits` of them (no printf: the excluded-names patterns of a large
+  // schema write tens of thousands of these).
+  auto hex = [&](uint32_t value, int digits) {
+    static constexpr char kDigits[] = "0123456789ABCDEF";
+    for (int shift = 4 * (digits - 1); shift >= 0; shift -= 4)
+      out.push_back(kDigits[(value >> shift) & 0xF]);
+  };
   if ((cp >= '0' && cp <= '9') || (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z')) {
     out.push_back(static_cast<char>(cp));
   } else if (cp > 0x20 && cp < 0x7F) {
     out.push_back('\\');  // escaped punctuation is always literal
     out.push_back(static_cast<char>(cp));
   } else if (cp < 0x80) {
-    std::snprintf(buffer, sizeof buffer, "\\x%02X", static_cast<unsigned>(cp));
-    out += buffer;
+    out += "\\x";
+    hex(cp, 2);
   } else if (cp <= 0xFFFF) {
-    std::snprintf(buffer, sizeof buffer, "\\u%04X", static_cast<unsigned>(cp));
-    out += buffer;
+    out += "\\u";
+    hex(cp, 4);
   } else {
-    std::snprintf(buffer, sizeof buffer, "\\u{%X}", static_cast<unsigned>(cp));
-    out += buffer;
+    out += "\\u{";
+    int digits = 1;
+    while (digits < 8 && (cp >> (4 * digits)) != 0) ++digits;
+    hex(cp, digits);
+    out.push_back('}');
   }
 }
 

@@ -220,23 +220,29 @@ struct TrieNode {
 constexpr size_t kMaxExcludedLength = 1000;
 
 // A string outside the trie either leaves it (a path of the trie, then a character no name
-// continues with, then anything: `diverging` gives the part up to that character, the "anything"
-// is written once after it), or stops inside it where no name ends (`unfinished`).
-std::string diverging(const TrieNode& node, StringSpelling spelling, CompileBudget& budget) {
+// continues with, then anything: `diverging` appends the part up to that character, the
+// "anything" is written once after it), or stops inside it where no name ends (`unfinished`).
+// Appended in place: a large schema's tries are thousands of nodes deep in total, and building
+// each subtree's text apart copied it once per level.
+void diverging(const TrieNode& node, StringSpelling spelling, CompileBudget& budget,
+               std::string& out) {
   budget.charge(1, "excluded string alternatives");
   CodePointSet used;
-  std::vector<std::string> alternatives;
+  out += "(?:";
+  bool first = true;
   for (const auto& [cp, child] : node.children) {
     used.add(cp, cp);
     const std::string atom = json_char_regex(CodePointSet::of(cp), spelling);
     if (atom.empty()) continue;  // a character this spelling cannot write
-    alternatives.push_back(atom + diverging(*child, spelling, budget));
+    if (!first) out.push_back('|');
+    first = false;
+    out += atom;
+    diverging(*child, spelling, budget, out);
   }
   // `used` holds one character per name at most, so some character always remains.
-  alternatives.push_back(json_char_regex(used.complement(), spelling));
-  std::string out = "(?:";
-  for (size_t i = 0; i < alternatives.size(); ++i) out += (i ? "|" : "") + alternatives[i];
-  return out + ")";
+  if (!first) out.push_back('|');
+  out += json_char_regex(used.complement(), spelling);
+  out.push_back(')');
 }
 
 // The trie's paths on which no name ends; nullopt when there is none.
@@ -262,7 +268,9 @@ std::optional<std::string> unfinished(const TrieNode& node, StringSpelling spell
 
 std::string strings_except(const TrieNode& root, StringSpelling spelling, CompileBudget& budget) {
   const std::string any = json_char_regex(CodePointSet::all(), spelling);
-  std::string out = "(?:" + diverging(root, spelling, budget) + any + "*";
+  std::string out = "(?:";
+  diverging(root, spelling, budget, out);
+  out += any + "*";
   if (auto rest = unfinished(root, spelling, budget)) {
     if (rest->empty()) return out + ")?";
     out += "|" + *rest;
