@@ -90,13 +90,26 @@ CodePointSet CodePointSet::all() { return range(0, kMaxCodePoint); }
 void CodePointSet::add(uint32_t lo, uint32_t hi) {
   hi = std::min(hi, kMaxCodePoint);
   if (lo > hi) return;
+  // Members written in order (a class, a set built range by range) extend the last range or
+  // follow it, with no sort and no allocation; anything else is normalized.
+  const bool clear_of_surrogates = hi < kSurrogateLo || lo > kSurrogateHi;
+  if (clear_of_surrogates && (ranges_.empty() || lo > ranges_.back().hi + 1)) {
+    ranges_.push_back({lo, hi});
+    return;
+  }
+  if (clear_of_surrogates && lo >= ranges_.back().lo) {
+    ranges_.back().hi = std::max(ranges_.back().hi, hi);
+    return;
+  }
   ranges_.push_back({lo, hi});
   normalize();
 }
 
 void CodePointSet::add(const CodePointSet& other) {
+  if (other.ranges_.empty()) return;
+  const bool follows = ranges_.empty() || other.ranges_.front().lo > ranges_.back().hi + 1;
   ranges_.insert(ranges_.end(), other.ranges_.begin(), other.ranges_.end());
-  normalize();
+  if (!follows) normalize();  // `other` is normal already: after our last range, so is the union
 }
 
 CodePointSet CodePointSet::negated() const {
@@ -121,26 +134,36 @@ bool CodePointSet::contains(uint32_t cp) const {
 
 void CodePointSet::normalize() {
   // Cut the surrogates out first: they can never be encoded, so they are never members.
-  std::vector<CodePointRange> pieces;
-  pieces.reserve(ranges_.size() + 1);
-  for (const CodePointRange& r : ranges_) {
-    if (r.hi < kSurrogateLo || r.lo > kSurrogateHi) {
-      pieces.push_back(r);
-      continue;
+  auto touches_surrogates = [](const CodePointRange& r) {
+    return r.lo <= kSurrogateHi && r.hi >= kSurrogateLo;
+  };
+  if (std::any_of(ranges_.begin(), ranges_.end(), touches_surrogates)) {
+    std::vector<CodePointRange> pieces;
+    pieces.reserve(ranges_.size() + 1);
+    for (const CodePointRange& r : ranges_) {
+      if (!touches_surrogates(r)) {
+        pieces.push_back(r);
+        continue;
+      }
+      if (r.lo < kSurrogateLo) pieces.push_back({r.lo, kSurrogateLo - 1});
+      if (r.hi > kSurrogateHi) pieces.push_back({kSurrogateHi + 1, r.hi});
     }
-    if (r.lo < kSurrogateLo) pieces.push_back({r.lo, kSurrogateLo - 1});
-    if (r.hi > kSurrogateHi) pieces.push_back({kSurrogateHi + 1, r.hi});
+    ranges_.swap(pieces);
   }
-  std::sort(pieces.begin(), pieces.end(),
-            [](const CodePointRange& a, const CodePointRange& b) { return a.lo < b.lo; });
-  ranges_.clear();
-  for (const CodePointRange& r : pieces) {
-    if (!ranges_.empty() && r.lo <= ranges_.back().hi + 1) {
-      ranges_.back().hi = std::max(ranges_.back().hi, r.hi);
+  auto by_lo = [](const CodePointRange& a, const CodePointRange& b) { return a.lo < b.lo; };
+  if (!std::is_sorted(ranges_.begin(), ranges_.end(), by_lo)) {
+    std::sort(ranges_.begin(), ranges_.end(), by_lo);
+  }
+  // Merge overlapping and adjacent ranges in place.
+  size_t kept = 0;
+  for (size_t i = 0; i < ranges_.size(); ++i) {
+    if (kept > 0 && ranges_[i].lo <= ranges_[kept - 1].hi + 1) {
+      ranges_[kept - 1].hi = std::max(ranges_[kept - 1].hi, ranges_[i].hi);
     } else {
-      ranges_.push_back(r);
+      ranges_[kept++] = ranges_[i];
     }
   }
+  ranges_.resize(kept);
 }
 
 std::vector<ByteSequence> utf8_sequences(const CodePointSet& set) {

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
+#include <vector>
 
 namespace llms::structured {
 namespace {
@@ -38,6 +40,58 @@ TEST(CodePointSet, NormalizesMergesAndDropsSurrogates) {
   EXPECT_TRUE(neg.contains('z'));
   EXPECT_FALSE(neg.contains(0xDC00));
   EXPECT_TRUE(neg.contains(kMaxCodePoint));
+}
+
+// Random ranges and sets added in every order (in order, overlapping, adjacent, across the
+// surrogates and the top) against a membership table: the ranges stay sorted, disjoint, not
+// adjacent and free of surrogates, and hold exactly the members.
+TEST(CodePointSet, AddsInAnyOrderMatchAMembershipTable) {
+  std::mt19937 rng(29);
+  // Small code points, the surrogates' edges and the top, so ranges meet often.
+  const std::vector<uint32_t> anchors = {0,      0x20,   0x7F,   0x800,  0xD7F0,
+                                         0xD800, 0xDFFF, 0xE005, 0xFFFF, kMaxCodePoint - 12};
+  std::uniform_int_distribution<size_t> anchor(0, anchors.size() - 1);
+  std::uniform_int_distribution<uint32_t> offset(0, 24);
+  auto pick = [&] { return std::min(kMaxCodePoint, anchors[anchor(rng)] + offset(rng)); };
+  for (int trial = 0; trial < 400; ++trial) {
+    CodePointSet set;
+    std::vector<std::pair<uint32_t, uint32_t>> added;
+    const int n = 1 + static_cast<int>(rng() % 8);
+    for (int i = 0; i < n; ++i) {
+      uint32_t lo = pick();
+      uint32_t hi = rng() % 3 == 0 ? lo : pick();
+      if (lo > hi) std::swap(lo, hi);
+      if (rng() % 2 == 0) {
+        set.add(lo, hi);
+      } else {
+        CodePointSet other = CodePointSet::range(lo, hi);
+        other.add(hi / 2, hi / 2);  // a second range, before or inside the first
+        added.emplace_back(hi / 2, hi / 2);
+        set.add(other);
+      }
+      added.emplace_back(lo, hi);
+    }
+    const auto& ranges = set.ranges();
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      ASSERT_LE(ranges[i].lo, ranges[i].hi);
+      ASSERT_TRUE(ranges[i].hi < 0xD800 || ranges[i].lo > 0xDFFF) << trial;
+      if (i > 0) {
+        ASSERT_GT(ranges[i].lo, ranges[i - 1].hi + 1) << trial;
+      }
+    }
+    auto member = [&](uint32_t cp) {
+      if (cp >= 0xD800 && cp <= 0xDFFF) return false;
+      for (const auto& [lo, hi] : added) {
+        if (cp >= lo && cp <= hi) return true;
+      }
+      return false;
+    };
+    for (uint32_t a : anchors) {
+      for (uint32_t cp = a > 2 ? a - 2 : 0; cp <= std::min(kMaxCodePoint, a + 30); ++cp) {
+        ASSERT_EQ(set.contains(cp), member(cp)) << "trial " << trial << " code point " << cp;
+      }
+    }
+  }
 }
 
 // For several sets, every scalar value's encoding matches the sequences iff it is a member, and
