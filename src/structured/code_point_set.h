@@ -19,6 +19,7 @@ inline constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 struct CodePointRange {
   uint32_t lo = 0;
   uint32_t hi = 0;  // inclusive
+  bool operator==(const CodePointRange&) const = default;
 };
 
 class CodePointSet {

@@ -13,10 +13,21 @@ int32_t ExprArena::add_literal(std::string bytes) {
 }
 
 int32_t ExprArena::add_set(CodePointSet set) {
-  sets.push_back(std::move(set));
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a over the ranges
+  for (const CodePointRange& r : set.ranges()) {
+    for (uint32_t v : {r.lo, r.hi}) hash = (hash ^ v) * 0x100000001b3ull;
+  }
+  int32_t id = -1;
+  const auto [it, inserted] = set_by_hash.emplace(hash, static_cast<int32_t>(sets.size()));
+  if (!inserted && sets[static_cast<size_t>(it->second)].ranges() == set.ranges()) {
+    id = it->second;
+  } else {  // new, or a different set with the same hash (kept apart, never looked up)
+    id = static_cast<int32_t>(sets.size());
+    sets.push_back(std::move(set));
+  }
   Expr e;
   e.kind = ExprKind::kCharSet;
-  e.payload = static_cast<int32_t>(sets.size() - 1);
+  e.payload = id;
   return add(std::move(e));
 }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "code_point_set.h"
@@ -45,7 +46,11 @@ struct ExprArena {
   std::vector<Expr> nodes;
   std::vector<int32_t> child_ids;  // every node's children, each node's in a row
   std::vector<std::string> literals;
+  // Distinct: add_set gives an equal set's id again. A large schema's name patterns write the
+  // same few classes thousands of times, and each distinct set is split into UTF-8 sequences
+  // once (nfa.h, CharSetSequences).
   std::vector<CodePointSet> sets;
+  std::unordered_map<uint64_t, int32_t> set_by_hash;  // a set's hash -> the first set with it
 
   int32_t add(Expr expr) {
     nodes.push_back(std::move(expr));
