@@ -31,7 +31,7 @@ int32_t ExprArena::add_set(CodePointSet set) {
   return add(std::move(e));
 }
 
-int32_t ExprArena::add_node(ExprKind kind, std::vector<int32_t> children) {
+int32_t ExprArena::add_node(ExprKind kind, std::span<const int32_t> children) {
   if (children.size() == 1) return children[0];
   // An empty sequence matches the empty string; an empty choice (kAlt) matches nothing.
   if (children.empty() && kind == ExprKind::kConcat) return add_empty();

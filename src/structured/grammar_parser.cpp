@@ -96,22 +96,28 @@ class GbnfParser {
     return result;
   }
 
-  int32_t node(ExprKind kind, std::vector<int32_t> children) {
+  // The node whose children are pending_[first, end), which it takes off the stack.
+  int32_t node(ExprKind kind, size_t first) {
     budget_.charge(1, "grammar expressions");
-    return g_.arena.add_node(kind, std::move(children));
+    const int32_t id = g_.arena.add_node(kind, std::span<const int32_t>(pending_).subspan(first));
+    pending_.resize(first);
+    return id;
   }
 
   int32_t parse_alternatives() {
-    std::vector<int32_t> branches{parse_sequence()};
+    const size_t first = pending_.size();
+    int32_t branch = parse_sequence();
+    pending_.push_back(branch);
     while (!at_end() && peek() == '|') {
       ++pos_;
-      branches.push_back(parse_sequence());
+      branch = parse_sequence();
+      pending_.push_back(branch);
     }
-    return node(ExprKind::kAlt, std::move(branches));
+    return node(ExprKind::kAlt, first);
   }
 
   int32_t parse_sequence() {
-    std::vector<int32_t> items;
+    const size_t first = pending_.size();
     while (true) {
       skip_space();
       if (at_end()) break;
@@ -121,9 +127,9 @@ class GbnfParser {
       const size_t start = pos_;
       int32_t item = parse_primary();
       item = parse_postfix(item, start);
-      items.push_back(item);
+      pending_.push_back(item);
     }
-    return node(ExprKind::kConcat, std::move(items));
+    return node(ExprKind::kConcat, first);
   }
 
   int32_t parse_postfix(int32_t item, size_t start) {
@@ -378,6 +384,9 @@ class GbnfParser {
   CompileBudget& budget_;
   Grammar g_;
   size_t pos_ = 0;
+  // The children of the sequences and choices being parsed, innermost last: one buffer for all,
+  // where a vector per node was most of the parse's allocations.
+  std::vector<int32_t> pending_;
   int depth_ = 0;
 };
 

@@ -61,9 +61,12 @@ class RegexParser {
   bool at_end() const { return pos_ >= p_.size(); }
   char peek() const { return p_[pos_]; }
 
-  int32_t node(ExprKind kind, std::vector<int32_t> children) {
+  // The node whose children are pending_[first, end), which it takes off the stack.
+  int32_t node(ExprKind kind, size_t first) {
     budget_.charge(1, "regex syntax nodes");
-    return arena_.add_node(kind, std::move(children));
+    const int32_t id = arena_.add_node(kind, std::span<const int32_t>(pending_).subspan(first));
+    pending_.resize(first);
+    return id;
   }
   int32_t set_node(CodePointSet set, size_t offset) {
     budget_.charge(1, "regex syntax nodes");
@@ -76,23 +79,27 @@ class RegexParser {
   }
 
   int32_t parse_alternation() {
-    std::vector<int32_t> branches{parse_concat()};
+    const size_t first = pending_.size();
+    int32_t branch = parse_concat();
+    pending_.push_back(branch);
     while (!at_end() && peek() == '|') {
       ++pos_;
-      branches.push_back(parse_concat());
+      branch = parse_concat();
+      pending_.push_back(branch);
     }
-    return node(ExprKind::kAlt, std::move(branches));
+    return node(ExprKind::kAlt, first);
   }
 
   int32_t parse_concat() {
-    std::vector<int32_t> items;
+    const size_t first = pending_.size();
     while (!at_end() && peek() != '|' && peek() != ')') {
       const size_t start = pos_;
       const int32_t atom = parse_atom();
       if (atom < 0) continue;  // an anchor: matches the empty string at its (only) legal place
-      items.push_back(parse_quantifiers(atom, start));
+      const int32_t item = parse_quantifiers(atom, start);
+      pending_.push_back(item);
     }
-    return node(ExprKind::kConcat, std::move(items));
+    return node(ExprKind::kConcat, first);
   }
 
   // Reads {m}, {m,} or {m,n} at pos_ if one is there (Annex B: otherwise '{' is a literal).
@@ -459,6 +466,9 @@ class RegexParser {
   ExprArena& arena_;
   CompileBudget& budget_;
   size_t pos_ = 0;
+  // The children of the sequences and choices being parsed, innermost last: one buffer for all,
+  // where a vector per node was most of the parse's allocations.
+  std::vector<int32_t> pending_;
   int depth_ = 0;
 };
 
