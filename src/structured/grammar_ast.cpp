@@ -12,11 +12,20 @@ int32_t ExprArena::add_literal(std::string bytes) {
   return add(std::move(e));
 }
 
-int32_t ExprArena::add_set(CodePointSet set) {
-  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a over the ranges
-  for (const CodePointRange& r : set.ranges()) {
+namespace {
+
+uint64_t hash_ranges(std::span<const CodePointRange> ranges) {
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a over the bounds
+  for (const CodePointRange& r : ranges) {
     for (uint32_t v : {r.lo, r.hi}) hash = (hash ^ v) * 0x100000001b3ull;
   }
+  return hash;
+}
+
+}  // namespace
+
+int32_t ExprArena::add_set(CodePointSet set) {
+  const uint64_t hash = hash_ranges(set.ranges());
   int32_t id = -1;
   const auto [it, inserted] = set_by_hash.emplace(hash, static_cast<int32_t>(sets.size()));
   if (!inserted && sets[static_cast<size_t>(it->second)].ranges() == set.ranges()) {
@@ -29,6 +38,21 @@ int32_t ExprArena::add_set(CodePointSet set) {
   e.kind = ExprKind::kCharSet;
   e.payload = id;
   return add(std::move(e));
+}
+
+int32_t ExprArena::add_code_point(uint32_t cp) {
+  const CodePointRange range{cp, cp};
+  const auto it = set_by_hash.find(hash_ranges(std::span<const CodePointRange>(&range, 1)));
+  if (it != set_by_hash.end()) {
+    const auto& ranges = sets[static_cast<size_t>(it->second)].ranges();
+    if (ranges.size() == 1 && ranges[0] == range) {
+      Expr e;
+      e.kind = ExprKind::kCharSet;
+      e.payload = it->second;
+      return add(std::move(e));
+    }
+  }
+  return add_set(CodePointSet::single(cp));
 }
 
 int32_t ExprArena::add_node(ExprKind kind, std::span<const int32_t> children) {

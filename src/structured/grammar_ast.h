@@ -59,6 +59,7 @@ struct ExprArena {
   int32_t add_empty() { return add(Expr{}); }
   int32_t add_literal(std::string bytes);
   int32_t add_set(CodePointSet set);
+  int32_t add_code_point(uint32_t cp);  // add_set of one code point, without building the set
   int32_t add_node(ExprKind kind, std::span<const int32_t> children);
   int32_t add_repeat(int32_t child, int32_t min, int32_t max);
 

@@ -75,7 +75,10 @@ class RegexParser {
     return id;
   }
   int32_t char_node(uint32_t cp, size_t offset) {
-    return set_node(CodePointSet::single(cp), offset);
+    budget_.charge(1, "regex syntax nodes");
+    const int32_t id = arena_.add_code_point(cp);
+    arena_.nodes[id].source_offset = static_cast<int32_t>(offset);
+    return id;
   }
 
   int32_t parse_alternation() {
