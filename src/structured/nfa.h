@@ -70,7 +70,7 @@ struct Nfa {
 };
 
 // Per arena node: can the expression match the empty string (rule references resolved by a
-// fixpoint). Children precede their parents in the arena, which one pass per round relies on.
+// fixpoint). Children precede their parents in the arena, which the first pass relies on.
 std::vector<uint8_t> nullable_nodes(const Grammar& grammar, CompileBudget& budget);
 
 // Which rules referenced more than once and large when inlined stay callable.
