@@ -65,7 +65,10 @@ class SchemaCompiler {
   // Strings (json_schema_strings.cpp).
   const PatternNode& pattern(const Sourced& source);
   // The regex of a JSON string (with quotes) satisfying `shape`; nullopt when none does.
+  // Computed once per constraints (many properties of a schema share a format or a pattern).
   std::optional<std::string> string_regex(const StringShape& shape, StringSpelling spelling);
+  std::optional<std::string> compute_string_regex(const StringShape& shape,
+                                                  StringSpelling spelling);
   // The language of a format as a pattern; throws naming it when the format is unknown.
   const PatternNode* format_pattern(const Sourced& format);
   // JSON string contents whose decoded value is none of `excluded`, computed once per list
@@ -109,6 +112,7 @@ class SchemaCompiler {
   std::unordered_map<std::string, std::unique_ptr<PatternNode>> patterns_;
   std::unordered_map<std::string, std::unique_ptr<PatternNode>> formats_;
   std::map<std::pair<StringSpelling, std::vector<std::string>>, std::string> strings_except_;
+  std::unordered_map<std::string, std::optional<std::string>> string_regexes_;
 };
 
 template <typename Compute>

@@ -339,6 +339,23 @@ PatternNode cap_repetitions(const PatternNode& node, int64_t cap) {
 
 std::optional<std::string> SchemaCompiler::string_regex(const StringShape& shape,
                                                         StringSpelling spelling) {
+  // What the regex depends on: texts by length, so that no two lists spell the same key.
+  std::string key = std::to_string(static_cast<int>(spelling)) + ',' +
+                    std::to_string(shape.min_length) + ',' + std::to_string(shape.max_length);
+  auto add = [&](char tag, const std::string& text) {
+    key += tag + std::to_string(text.size()) + ':' + text;
+  };
+  for (const Sourced& p : shape.patterns) add('p', p.text);
+  for (const Sourced& f : shape.formats) add('f', f.text);
+  for (const std::string& e : shape.excluded) add('x', e);
+  if (auto it = string_regexes_.find(key); it != string_regexes_.end()) return it->second;
+  std::optional<std::string> regex = compute_string_regex(shape, spelling);  // may refuse
+  string_regexes_.emplace(std::move(key), regex);
+  return regex;
+}
+
+std::optional<std::string> SchemaCompiler::compute_string_regex(const StringShape& shape,
+                                                                StringSpelling spelling) {
   int64_t min_length = shape.min_length;
   int64_t max_length = shape.max_length;
   const int64_t limit = options_.max_string_length;
