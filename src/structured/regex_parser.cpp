@@ -313,7 +313,8 @@ class RegexParser {
     return value;
   }
 
-  // An escape that stands for a set (\d ...) or one code point. pos_ is on the '\\'.
+  // An escape that stands for a set (\d ...), returned, or one code point (is_single, in
+  // `single`; the set returned is then empty). pos_ is on the '\\'.
   // in_class: \b means backspace and \- is allowed.
   CodePointSet parse_escape(bool in_class, bool& is_single, uint32_t& single) {
     const size_t start = pos_;
@@ -403,7 +404,7 @@ class RegexParser {
         }
         break;
     }
-    return CodePointSet::single(single);
+    return {};
   }
 
   int32_t parse_escape_atom() {
@@ -411,17 +412,18 @@ class RegexParser {
     bool is_single = false;
     uint32_t single = 0;
     CodePointSet set = parse_escape(false, is_single, single);
-    return set_node(std::move(set), start);
+    return is_single ? char_node(single, start) : set_node(std::move(set), start);
   }
 
-  // One class member: a code point (is_single) or a set from a class escape.
+  // One class member: a code point (is_single, in `single`; the set returned is then empty) or
+  // a set from a class escape.
   CodePointSet parse_class_atom(bool& is_single, uint32_t& single) {
     if (peek() == '\\') return parse_escape(true, is_single, single);
     const int length = decode_utf8(p_.data() + pos_, p_.size() - pos_, single);
     if (length == 0) fail("invalid UTF-8");
     pos_ += static_cast<size_t>(length);
     is_single = true;
-    return CodePointSet::single(single);
+    return {};
   }
 
   CodePointSet parse_class() {
@@ -442,21 +444,28 @@ class RegexParser {
       const size_t member_start = pos_;
       bool lo_single = false;
       uint32_t lo = 0;
-      CodePointSet lo_set = parse_class_atom(lo_single, lo);
+      const CodePointSet lo_set = parse_class_atom(lo_single, lo);
+      auto add_member = [&](bool is_single, uint32_t single, const CodePointSet& escape_set) {
+        if (is_single) {
+          set.add(single, single);
+        } else {
+          set.add(escape_set);
+        }
+      };
       const bool has_range = pos_ + 1 < p_.size() && peek() == '-' && p_[pos_ + 1] != ']';
       if (!has_range) {
-        set.add(lo_set);
+        add_member(lo_single, lo, lo_set);
         continue;
       }
       ++pos_;  // '-'
       bool hi_single = false;
       uint32_t hi = 0;
-      CodePointSet hi_set = parse_class_atom(hi_single, hi);
+      const CodePointSet hi_set = parse_class_atom(hi_single, hi);
       if (!lo_single || !hi_single) {
         // Annex B: a class escape next to '-' makes the '-' a literal.
-        set.add(lo_set);
+        add_member(lo_single, lo, lo_set);
         set.add('-', '-');
-        set.add(hi_set);
+        add_member(hi_single, hi, hi_set);
         continue;
       }
       if (lo > hi) fail_at("character class range out of order", member_start);
