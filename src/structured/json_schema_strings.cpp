@@ -28,6 +28,8 @@
 //   duration   RFC 3339 appendix A (P1Y2M3DT4H5M6S, P3W)
 //   json-pointer, relative-json-pointer   RFC 6901 and its relative form
 #include <algorithm>
+#include <string>
+#include <unordered_map>
 
 #include "json_schema_compiler.h"
 #include "util/error.h"
@@ -224,24 +226,34 @@ constexpr size_t kMaxExcludedLength = 1000;
 // "anything" is written once after it), or stops inside it where no name ends (`unfinished`).
 // Appended in place: a large schema's tries are thousands of nodes deep in total, and building
 // each subtree's text apart copied it once per level.
+// The regex of the characters other than `used` (its code points in order), written once per
+// set: a trie's nodes continue with a few letters each, the same few again and again.
+using OtherCharacters = std::unordered_map<std::u32string, std::string>;
+
 void diverging(const TrieNode& node, StringSpelling spelling, CompileBudget& budget,
-               std::string& out) {
+               OtherCharacters& others, std::string& out) {
   budget.charge(1, "excluded string alternatives");
-  CodePointSet used;
+  std::u32string used;
   out += "(?:";
   bool first = true;
   for (const auto& [cp, child] : node.children) {
-    used.add(cp, cp);
+    used.push_back(cp);
     const std::string atom = json_char_regex(CodePointSet::of(cp), spelling);
     if (atom.empty()) continue;  // a character this spelling cannot write
     if (!first) out.push_back('|');
     first = false;
     out += atom;
-    diverging(*child, spelling, budget, out);
+    diverging(*child, spelling, budget, others, out);
   }
   // `used` holds one character per name at most, so some character always remains.
   if (!first) out.push_back('|');
-  out += json_char_regex(used.complement(), spelling);
+  auto [it, inserted] = others.try_emplace(used);
+  if (inserted) {
+    CodePointSet set;
+    for (char32_t cp : used) set.add(cp, cp);
+    it->second = json_char_regex(set.complement(), spelling);
+  }
+  out += it->second;
   out.push_back(')');
 }
 
@@ -269,7 +281,8 @@ std::optional<std::string> unfinished(const TrieNode& node, StringSpelling spell
 std::string strings_except(const TrieNode& root, StringSpelling spelling, CompileBudget& budget) {
   const std::string any = json_char_regex(CodePointSet::all(), spelling);
   std::string out = "(?:";
-  diverging(root, spelling, budget, out);
+  OtherCharacters others;
+  diverging(root, spelling, budget, others, out);
   out += any + "*";
   if (auto rest = unfinished(root, spelling, budget)) {
     if (rest->empty()) return out + ")?";
