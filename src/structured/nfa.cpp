@@ -28,9 +28,11 @@ int64_t saturating_mul(int64_t a, int64_t b) {
 }
 
 // Calls fn(rule) for every rule referenced in the expression tree at `root` (with repeats).
+// `stack` is scratch space, kept by the caller across rules.
 template <typename Fn>
-void for_each_reference(const ExprArena& arena, int32_t root, Fn&& fn) {
-  std::vector<int32_t> stack{root};
+void for_each_reference(const ExprArena& arena, int32_t root, std::vector<int32_t>& stack,
+                        Fn&& fn) {
+  stack.assign(1, root);
   while (!stack.empty()) {
     const Expr& e = arena.nodes[static_cast<size_t>(stack.back())];
     stack.pop_back();
@@ -50,24 +52,26 @@ int64_t max_expanded_copies(const ExprArena& arena, const Expr& e) {
   return one_set ? kMaxExpandedSetCopies : kMaxExpandedCopies;
 }
 
+struct SizeFrame {
+  int32_t node;
+  size_t next_child;
+  int64_t total;
+  bool in_region;  // inside a counted repetition of this tree: nested ones are expanded
+};
+
 // Estimated NFA states of an expression whose references cost ref_size(rule). Iterative
-// post-order over the tree.
+// post-order over the tree; `stack` is scratch space, kept by the caller across rules.
 template <typename RefSize>
-int64_t estimate_size(const ExprArena& arena, int32_t root, RefSize&& ref_size) {
-  struct Frame {
-    int32_t node;
-    size_t next_child;
-    int64_t total;
-    bool in_region;  // inside a counted repetition of this tree: nested ones are expanded
-  };
+int64_t estimate_size(const ExprArena& arena, int32_t root, RefSize&& ref_size,
+                      std::vector<SizeFrame>& stack) {
   auto counts = [&](const Expr& e, bool in_region) {
     return !in_region && e.kind == ExprKind::kRepeat &&
            counted_copies(e) > max_expanded_copies(arena, e);
   };
-  std::vector<Frame> stack{{root, 0, 0, false}};
+  stack.assign(1, SizeFrame{root, 0, 0, false});
   int64_t result = 0;
   while (!stack.empty()) {
-    Frame& f = stack.back();
+    SizeFrame& f = stack.back();
     const Expr& e = arena.nodes[static_cast<size_t>(f.node)];
     if (f.next_child > 0) f.total = saturating_add(f.total, result);
     if (f.next_child < e.n_children) {
@@ -115,13 +119,21 @@ int64_t estimate_size(const ExprArena& arena, int32_t root, RefSize&& ref_size) 
 std::vector<uint8_t> plan_callable_rules(const Grammar& grammar, CompileBudget& budget,
                                          SharedRules shared) {
   const size_t n = grammar.rules.size();
-  std::vector<std::vector<int32_t>> refs(n);
+  // Each rule's references, sorted, in one flat array: refs_of(r).
+  std::vector<int32_t> all_refs;
+  std::vector<size_t> refs_begin(n + 1, 0);
+  std::vector<int32_t> scratch;
   for (size_t r = 0; r < n; ++r) {
-    for_each_reference(grammar.arena, grammar.rules[r].expr,
-                       [&](int32_t target) { refs[r].push_back(target); });
-    budget.charge(static_cast<int64_t>(refs[r].size()) + 1, "grammar rules");
-    std::sort(refs[r].begin(), refs[r].end());
+    for_each_reference(grammar.arena, grammar.rules[r].expr, scratch,
+                       [&](int32_t target) { all_refs.push_back(target); });
+    refs_begin[r + 1] = all_refs.size();
+    budget.charge(static_cast<int64_t>(refs_begin[r + 1] - refs_begin[r]) + 1, "grammar rules");
+    std::sort(all_refs.begin() + static_cast<std::ptrdiff_t>(refs_begin[r]), all_refs.end());
   }
+  auto refs_of = [&](size_t r) {
+    return std::span<const int32_t>(all_refs).subspan(refs_begin[r],
+                                                      refs_begin[r + 1] - refs_begin[r]);
+  };
 
   std::vector<uint8_t> callable(n, 0);
   callable[static_cast<size_t>(grammar.root)] = 1;
@@ -140,7 +152,7 @@ std::vector<uint8_t> plan_callable_rules(const Grammar& grammar, CompileBudget& 
   color[static_cast<size_t>(grammar.root)] = kGray;
   while (!stack.empty()) {
     Frame& f = stack.back();
-    const auto& out = refs[static_cast<size_t>(f.rule)];
+    const auto out = refs_of(static_cast<size_t>(f.rule));
     if (f.next < out.size()) {
       const int32_t target = out[f.next++];
       if (color[static_cast<size_t>(target)] == kGray) {
@@ -159,14 +171,17 @@ std::vector<uint8_t> plan_callable_rules(const Grammar& grammar, CompileBudget& 
   // Reference counts among reachable rules, then sizes callees-first.
   std::vector<int32_t> n_refs(n, 0);
   for (int32_t r : post_order) {
-    for (int32_t target : refs[static_cast<size_t>(r)]) ++n_refs[static_cast<size_t>(target)];
+    for (int32_t target : refs_of(static_cast<size_t>(r))) ++n_refs[static_cast<size_t>(target)];
   }
   std::vector<int64_t> size(n, 1);
+  std::vector<SizeFrame> size_stack;
   for (int32_t r : post_order) {
     const int64_t s = estimate_size(
-        grammar.arena, grammar.rules[static_cast<size_t>(r)].expr, [&](int32_t target) -> int64_t {
+        grammar.arena, grammar.rules[static_cast<size_t>(r)].expr,
+        [&](int32_t target) -> int64_t {
           return callable[static_cast<size_t>(target)] ? 2 : size[static_cast<size_t>(target)];
-        });
+        },
+        size_stack);
     size[static_cast<size_t>(r)] = s;
     const int64_t copies = n_refs[static_cast<size_t>(r)];
     const bool large = s > kMaxSharedInlineStates ||
@@ -174,7 +189,7 @@ std::vector<uint8_t> plan_callable_rules(const Grammar& grammar, CompileBudget& 
     if (callable[static_cast<size_t>(r)] || !large || copies <= 1) continue;
     // A rule that inlines others may only look large: its tree counts a rule reached twice
     // twice, where the automaton builder shares the copy (optional properties in a row).
-    const auto& targets = refs[static_cast<size_t>(r)];
+    const auto targets = refs_of(static_cast<size_t>(r));
     const bool leaf = std::all_of(targets.begin(), targets.end(),
                                   [&](int32_t t) { return callable[static_cast<size_t>(t)] != 0; });
     if (shared == SharedRules::kLargeCalled || leaf) {
@@ -389,6 +404,31 @@ class NfaBuilder {
     return *s;
   }
 
+  static constexpr uint64_t kNoMemoKey = ~uint64_t{0};  // rule and target are never negative
+  size_t memo_slot(uint64_t key) const {
+    size_t i = static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> 32) & (memo_.size() - 1);
+    while (memo_[i].first != kNoMemoKey && memo_[i].first != key) i = (i + 1) & (memo_.size() - 1);
+    return i;
+  }
+  const int32_t* memo_find(uint64_t key) const {
+    if (memo_.empty()) return nullptr;
+    const auto& slot = memo_[memo_slot(key)];
+    return slot.first == key ? &slot.second : nullptr;
+  }
+  void memo_insert(uint64_t key, int32_t entry) {
+    if (2 * (memo_used_ + 1) > memo_.size()) {  // at most half full
+      std::vector<std::pair<uint64_t, int32_t>> old(std::max<size_t>(64, 2 * memo_.size()),
+                                                    {kNoMemoKey, -1});
+      old.swap(memo_);
+      for (const auto& slot : old) {
+        if (slot.first != kNoMemoKey) memo_[memo_slot(slot.first)] = slot;
+      }
+    }
+    auto& slot = memo_[memo_slot(key)];
+    if (slot.first == kNoMemoKey) ++memo_used_;
+    slot = {key, entry};
+  }
+
   static uint64_t memo_key(int32_t rule, int32_t target) {
     return static_cast<uint64_t>(static_cast<uint32_t>(rule)) << 32 | static_cast<uint32_t>(target);
   }
@@ -471,9 +511,8 @@ class NfaBuilder {
           // Inlined: reuse the copy already built for this target, else build one.
           const uint64_t key = memo_key(e.payload, f.target);
           if (f.step == 0) {
-            const auto it = memo_.find(key);
-            if (it != memo_.end()) {
-              result = it->second;
+            if (const int32_t* entry = memo_find(key)) {
+              result = *entry;
               done = true;
               break;
             }
@@ -481,7 +520,7 @@ class NfaBuilder {
             child_to_build = g_.rules[static_cast<size_t>(e.payload)].expr;
             child_target = f.target;
           } else {
-            memo_.emplace(key, result);
+            memo_insert(key, result);
             done = true;
           }
           break;
@@ -603,8 +642,11 @@ class NfaBuilder {
     NfaEdge edge;
     int32_t from;
   };
-  std::vector<PooledEdge> pool_;                // every edge, in the order added
-  std::unordered_map<uint64_t, int32_t> memo_;  // (inlined rule, target) -> entry state
+  std::vector<PooledEdge> pool_;  // every edge, in the order added
+  // (inlined rule, target) -> entry state, by open addressing: a node per entry was most of
+  // the builder's allocations on large schemas.
+  std::vector<std::pair<uint64_t, int32_t>> memo_;  // empty slots hold kNoMemoKey
+  size_t memo_used_ = 0;
   struct Continuation {
     int32_t state;  // reads [lo, hi], then goes to the state whose list holds it
     int32_t next;   // the next entry of that list, or -1
