@@ -236,31 +236,37 @@ std::vector<uint8_t> nullable_nodes(const Grammar& grammar, CompileBudget& budge
     }
     nullable[i] = value ? 1 : 0;
   }
-  // Parents of each node and the references of each rule, in flat arrays (CSR).
-  auto flat = [](size_t n_keys, auto&& for_each_pair) {
-    std::vector<uint32_t> begin(n_keys + 1, 0);
-    for_each_pair([&](size_t key, int32_t) { ++begin[key + 1]; });
-    for (size_t k = 0; k < n_keys; ++k) begin[k + 1] += begin[k];
-    std::vector<int32_t> values(begin[n_keys]);
-    std::vector<uint32_t> fill(begin.begin(), begin.end() - 1);
-    for_each_pair([&](size_t key, int32_t value) { values[fill[key]++] = value; });
-    return std::make_pair(std::move(begin), std::move(values));
+  // Parents of each node, the references of each rule and the rules rooted at each node, in
+  // flat arrays (CSR): key k's values are values[begin[k], begin[k + 1]).
+  struct Flat {
+    std::vector<uint32_t> begin;
+    std::vector<int32_t> values;
   };
-  const auto [parent_begin, parents] = flat(n, [&](auto&& add) {
+  auto flat = [](size_t n_keys, auto&& for_each_pair) {
+    Flat f;
+    f.begin.assign(n_keys + 1, 0);
+    for_each_pair([&](size_t key, int32_t) { ++f.begin[key + 1]; });
+    for (size_t k = 0; k < n_keys; ++k) f.begin[k + 1] += f.begin[k];
+    f.values.resize(f.begin[n_keys]);
+    std::vector<uint32_t> fill(f.begin.begin(), f.begin.end() - 1);
+    for_each_pair([&](size_t key, int32_t value) { f.values[fill[key]++] = value; });
+    return f;
+  };
+  const Flat parents = flat(n, [&](auto&& add) {
     for (size_t i = 0; i < n; ++i) {
       for (int32_t c : arena.children(arena.nodes[i]))
         add(static_cast<size_t>(c), static_cast<int32_t>(i));
     }
   });
   const size_t n_rules = grammar.rules.size();
-  const auto [ref_begin, refs] = flat(n_rules, [&](auto&& add) {
+  const Flat refs = flat(n_rules, [&](auto&& add) {
     for (size_t i = 0; i < n; ++i) {
       const Expr& e = arena.nodes[i];
       if (e.kind == ExprKind::kRuleRef && e.payload >= 0)
         add(static_cast<size_t>(e.payload), static_cast<int32_t>(i));
     }
   });
-  const auto [root_begin, rooted] = flat(n, [&](auto&& add) {
+  const Flat rooted = flat(n, [&](auto&& add) {
     for (size_t r = 0; r < n_rules; ++r) {
       if (grammar.rules[r].expr >= 0)
         add(static_cast<size_t>(grammar.rules[r].expr), static_cast<int32_t>(r));
@@ -276,11 +282,11 @@ std::vector<uint8_t> nullable_nodes(const Grammar& grammar, CompileBudget& budge
   };
   // The rules rooted at a nullable node are nullable, and so are their references.
   auto rules_rooted_at = [&](size_t node) {
-    for (uint32_t k = root_begin[node]; k < root_begin[node + 1]; ++k) {
-      const auto r = static_cast<size_t>(rooted[k]);
+    for (uint32_t k = rooted.begin[node]; k < rooted.begin[node + 1]; ++k) {
+      const auto r = static_cast<size_t>(rooted.values[k]);
       if (rule_nullable[r]) continue;
       rule_nullable[r] = 1;
-      for (uint32_t j = ref_begin[r]; j < ref_begin[r + 1]; ++j) turn_nullable(refs[j]);
+      for (uint32_t j = refs.begin[r]; j < refs.begin[r + 1]; ++j) turn_nullable(refs.values[j]);
     }
   };
   for (size_t i = 0; i < n; ++i) {
@@ -292,8 +298,8 @@ std::vector<uint8_t> nullable_nodes(const Grammar& grammar, CompileBudget& budge
     rules_rooted_at(w);
     // The parents counted w as not nullable in the first pass; each meets it once per
     // occurrence among its children.
-    for (uint32_t k = parent_begin[w]; k < parent_begin[w + 1]; ++k) {
-      const int32_t p = parents[k];
+    for (uint32_t k = parents.begin[w]; k < parents.begin[w + 1]; ++k) {
+      const int32_t p = parents.values[k];
       if (arena.nodes[static_cast<size_t>(p)].kind == ExprKind::kConcat) {
         if (--missing[static_cast<size_t>(p)] == 0) turn_nullable(p);
       } else {
