@@ -335,26 +335,23 @@ class GbnfParser {
   int32_t parse_regex_terminal() {
     const size_t start = pos_;
     ++pos_;
-    std::string pattern;
+    // The pattern is the text between the slashes as written (escapes stay for the regex
+    // parser); only an unescaped '/' outside a class ends it.
     bool in_class = false;
     while (true) {
       if (at_end()) fail_at("unterminated regex '/'", start);
       const char c = peek();
-      if (c == '/' && !in_class) {
-        ++pos_;
-        break;
-      }
+      if (c == '/' && !in_class) break;
       if (c == '\\' && pos_ + 1 < t_.size()) {
-        pattern += c;
-        pattern += t_[pos_ + 1];
         pos_ += 2;
         continue;
       }
       if (c == '[') in_class = true;
       if (c == ']') in_class = false;
-      pattern += c;
       ++pos_;
     }
+    const std::string_view pattern = t_.substr(start + 1, pos_ - start - 1);
+    ++pos_;  // the closing '/'
     try {
       return parse_regex(pattern, g_.arena, budget_);
     } catch (const Error& e) {
