@@ -150,11 +150,47 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
     return static_cast<size_t>(local[static_cast<size_t>(grammar_rule)]);
   };
 
+  // The rules each rule calls, each once, in the order of their first call edge.
+  std::vector<std::vector<size_t>> callees(n_rules);
+  {
+    std::vector<size_t> last_caller(n_rules, n_rules);
+    for (size_t r = 0; r < n_rules; ++r) {
+      for (const NfaEdge& e : nfas[r].edges) {
+        if (e.kind != NfaEdgeKind::kCall) continue;
+        const size_t callee = local_of(e.call);
+        if (last_caller[callee] == r) continue;
+        last_caller[callee] = r;
+        callees[r].push_back(callee);
+      }
+    }
+  }
+
   // Productive and nullable rules: least fixpoints, computed incrementally. Each rule's search
   // keeps the NFA states it reached; a call of a rule not (yet) known to have the property
   // waits on that rule and resumes when it gets it. Every state is visited once per property.
+  // First, without searching: a rule with no dead leaf whose callees are all productive is
+  // productive (its start leads on to accept, nfa.h), settled callees first by a work list;
+  // only the rest (recursive rules, dead leaves) are searched.
   std::vector<uint8_t> productive(n_rules, 0);
   std::vector<uint8_t> nullable(n_rules, 0);
+  {
+    std::vector<std::vector<size_t>> callers(n_rules);
+    std::vector<size_t> unsettled(n_rules, 0);  // callees not yet known productive
+    std::vector<size_t> settled;
+    for (size_t r = 0; r < n_rules; ++r) {
+      for (size_t callee : callees[r]) callers[callee].push_back(r);
+      unsettled[r] = callees[r].size();
+      if (unsettled[r] == 0 && !nfas[r].dead_leaf) settled.push_back(r);
+    }
+    while (!settled.empty()) {
+      const size_t r = settled.back();
+      settled.pop_back();
+      productive[r] = 1;
+      for (size_t caller : callers[r]) {
+        if (--unsettled[caller] == 0 && !nfas[caller].dead_leaf) settled.push_back(caller);
+      }
+    }
+  }
   for (auto* property : {&productive, &nullable}) {
     const bool use_bytes = property == &productive;
     std::vector<std::vector<uint8_t>> seen(n_rules);
@@ -195,6 +231,7 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
     };
     for (size_t r = 0; r < n_rules; ++r) {
       seen[r].assign(nfas[r].n_states(), 0);
+      if (use_bytes && productive[r]) continue;  // settled above
       stack.clear();
       visit(r, nfas[r].start);
       explore(r);
@@ -220,16 +257,13 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
 
   // Without a dead leaf or a call that cannot return, every state is live (nfa.h); the two
   // searches are then skipped (a sixth of the slowest compiles).
-  auto every_state_live = [&](const Nfa& nfa) {
-    if (nfa.dead_leaf) return false;
-    return std::all_of(nfa.edges.begin(), nfa.edges.end(), [&](const NfaEdge& e) {
-      return e.kind != NfaEdgeKind::kCall || call_ok(e.call);
-    });
-  };
   std::vector<std::vector<uint8_t>> live(n_rules);
+  std::vector<uint8_t> all_live(n_rules, 0);
   for (size_t r = 0; r < n_rules; ++r) {
     if (!productive[r]) continue;
-    if (every_state_live(nfas[r])) {
+    all_live[r] = !nfas[r].dead_leaf && std::all_of(callees[r].begin(), callees[r].end(),
+                                                    [&](size_t c) { return productive[c] != 0; });
+    if (all_live[r]) {
       budget.charge(static_cast<int64_t>(nfas[r].n_states()), "grammar analysis steps");
       live[r].assign(nfas[r].n_states(), 1);
     } else {
@@ -237,12 +271,22 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
     }
   }
 
-  // Rules root reaches through live states, numbered in that order.
+  // Rules root reaches through live states, numbered in that order (a rule whose states are
+  // all live reaches its callees in the order of their first call edge, as a walk would).
   std::vector<uint8_t> used(n_rules, 0);
   std::vector<size_t> order{root};
   used[root] = 1;
   for (size_t i = 0; i < order.size(); ++i) {
     const size_t r = order[i];
+    if (all_live[r]) {
+      for (size_t callee : callees[r]) {
+        if (!used[callee]) {
+          used[callee] = 1;
+          order.push_back(callee);
+        }
+      }
+      continue;
+    }
     for (size_t s = 0; s < nfas[r].n_states(); ++s) {
       if (!live[r][s]) continue;
       for (const NfaEdge& e : nfas[r].out(static_cast<int32_t>(s))) {
