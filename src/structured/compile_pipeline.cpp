@@ -167,7 +167,8 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
 
   // Productive and nullable rules: least fixpoints, computed incrementally. Each rule's search
   // keeps the NFA states it reached; a call of a rule not (yet) known to have the property
-  // waits on that rule and resumes when it gets it. Every state is visited once per property.
+  // waits on that rule and resumes when it gets it. Every state is visited at most once per
+  // property.
   // First, without searching: a rule with no dead leaf whose callees are all productive is
   // productive (its start leads on to accept, nfa.h), settled callees first by a work list;
   // only the rest (recursive rules, dead leaves) are searched.

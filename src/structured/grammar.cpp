@@ -48,7 +48,7 @@ std::shared_ptr<const CompiledGrammar> compile_choices(std::span<const std::stri
     budget.charge(1 + static_cast<int64_t>(choice.size()), "choice bytes");
     branches.push_back(grammar.arena.add_literal(choice));
   }
-  const int32_t root = grammar.arena.add_node(ExprKind::kAlt, std::move(branches));
+  const int32_t root = grammar.arena.add_node(ExprKind::kAlt, branches);
   grammar.rules.push_back(GrammarRule{"root", root, 0});
   grammar.root = 0;
   return link_grammar(grammar, std::move(index), budget, "choices");

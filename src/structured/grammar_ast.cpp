@@ -15,7 +15,7 @@ int32_t ExprArena::add_literal(std::string bytes) {
 namespace {
 
 uint64_t hash_ranges(std::span<const CodePointRange> ranges) {
-  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a over the bounds
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a's constants, over the 32-bit bounds
   for (const CodePointRange& r : ranges) {
     for (uint32_t v : {r.lo, r.hi}) hash = (hash ^ v) * 0x100000001b3ull;
   }

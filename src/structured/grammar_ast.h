@@ -1,7 +1,8 @@
 // structured/grammar_ast: a parsed grammar, regex or choice list, before any automaton exists.
 //
 // Expressions live in one flat arena and refer to their children by index, so no pass over them
-// needs recursion (hostile inputs nest deeply) and destroying a huge tree is a few vector frees.
+// needs recursion (hostile inputs nest deeply) and destroying a huge tree is a few vector frees
+// (and one hash node per distinct character set).
 // The children of all nodes share one array, so a node is small and allocates nothing.
 // A node's children always precede it in the arena (front ends build bottom-up).
 // Every compiler front end (GBNF, regex, choices) produces a Grammar; one back end turns any
@@ -46,7 +47,8 @@ struct ExprArena {
   std::vector<Expr> nodes;
   std::vector<int32_t> child_ids;  // every node's children, each node's in a row
   std::vector<std::string> literals;
-  // Distinct: add_set gives an equal set's id again. A large schema's name patterns write the
+  // Distinct, and never changed once added (nodes share them): add_set gives an equal set's id
+  // again. A large schema's name patterns write the
   // same few classes thousands of times, and each distinct set is split into UTF-8 sequences
   // once (nfa.h, CharSetSequences).
   std::vector<CodePointSet> sets;
@@ -60,6 +62,7 @@ struct ExprArena {
   int32_t add_literal(std::string bytes);
   int32_t add_set(CodePointSet set);
   int32_t add_code_point(uint32_t cp);  // add_set of one code point, without building the set
+  // `children` must not point into child_ids itself (inserting a vector's range into it).
   int32_t add_node(ExprKind kind, std::span<const int32_t> children);
   int32_t add_repeat(int32_t child, int32_t min, int32_t max);
 

@@ -221,14 +221,15 @@ struct TrieNode {
 
 constexpr size_t kMaxExcludedLength = 1000;
 
+// The regex of the characters other than `used` (its code points in order), written once per
+// set: a trie's nodes continue with a few letters each, the same few again and again.
+using OtherCharacters = std::unordered_map<std::u32string, std::string>;
+
 // A string outside the trie either leaves it (a path of the trie, then a character no name
 // continues with, then anything: `diverging` appends the part up to that character, the
 // "anything" is written once after it), or stops inside it where no name ends (`unfinished`).
 // Appended in place: a large schema's tries are thousands of nodes deep in total, and building
 // each subtree's text apart copied it once per level.
-// The regex of the characters other than `used` (its code points in order), written once per
-// set: a trie's nodes continue with a few letters each, the same few again and again.
-using OtherCharacters = std::unordered_map<std::u32string, std::string>;
 
 void diverging(const TrieNode& node, StringSpelling spelling, CompileBudget& budget,
                OtherCharacters& others, std::string& out) {

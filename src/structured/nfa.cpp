@@ -3,7 +3,8 @@
 
 #include <algorithm>
 #include <optional>
-#include <unordered_map>
+#include <span>
+#include <utility>
 
 #include "util/error.h"
 
