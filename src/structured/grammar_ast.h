@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -53,6 +55,8 @@ struct ExprArena {
   // once (nfa.h, CharSetSequences).
   std::vector<CodePointSet> sets;
   std::unordered_map<uint64_t, int32_t> set_by_hash;  // a set's hash -> the first set with it
+  // A regex class's text ("[...]") -> its set, for parsers (a schema repeats a few classes).
+  std::map<std::string, int32_t, std::less<>> set_by_class_text;
 
   int32_t add(Expr expr) {
     nodes.push_back(std::move(expr));

@@ -181,7 +181,7 @@ class RegexParser {
       case '(':
         return parse_group();
       case '[':
-        return set_node(parse_class(), start);
+        return class_node(start);
       case '.': {
         ++pos_;
         CodePointSet set = CodePointSet::range(0, '\n' - 1);
@@ -424,6 +424,31 @@ class RegexParser {
     pos_ += static_cast<size_t>(length);
     is_single = true;
     return {};
+  }
+
+  // A class's node; the same class text (a JSON string character, in every string of a
+  // schema) is parsed once per arena.
+  int32_t class_node(size_t start) {
+    // The class's end: the first ']' not escaped (and not first after '[' or '[^', where
+    // ECMAScript reads it as ending an empty class all the same).
+    size_t end = pos_ + 1;
+    while (end < p_.size() && p_[end] != ']') end += p_[end] == '\\' ? 2 : 1;
+    if (end >= p_.size()) return set_node(parse_class(), start);  // unterminated: its error
+    const std::string_view text = p_.substr(pos_, end + 1 - pos_);
+    if (const auto it = arena_.set_by_class_text.find(text); it != arena_.set_by_class_text.end()) {
+      budget_.charge(1, "regex syntax nodes");
+      pos_ = end + 1;
+      Expr e;
+      e.kind = ExprKind::kCharSet;
+      e.payload = it->second;
+      e.source_offset = static_cast<int32_t>(start);
+      return arena_.add(std::move(e));
+    }
+    const int32_t id = set_node(parse_class(), start);
+    if (pos_ == end + 1) {  // the scan and the parser agree on where it ends
+      arena_.set_by_class_text.emplace(std::string(text), arena_.nodes[id].payload);
+    }
+    return id;
   }
 
   CodePointSet parse_class() {

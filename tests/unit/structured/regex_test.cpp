@@ -345,6 +345,13 @@ TEST(Regex, SupportedSyntax) {
   EXPECT_TRUE(match("", ""));
   EXPECT_TRUE(match("a|", ""));
   EXPECT_TRUE(match("[]|b", "b"));  // an empty class matches nothing, the other branch still does
+  // A class text met again reuses the first one's set (regex_parser's class_node).
+  EXPECT_TRUE(match("[\\]a][\\]a]", "]a"));
+  EXPECT_TRUE(match("[\\]a][\\]a]", "a]"));
+  EXPECT_FALSE(match("[\\]a][\\]a]", "a\\"));
+  EXPECT_TRUE(match("[^a-c][^a-c]x[a-c]", "zzxb"));
+  EXPECT_FALSE(match("[^a-c][^a-c]x[a-c]", "zaxb"));
+  EXPECT_FALSE(match("[][]|b", "a"));
 }
 
 // Random patterns over {a, b, c} against std::regex (ECMAScript; regex_match = full match).
