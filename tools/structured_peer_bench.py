@@ -12,7 +12,8 @@ run this script with that interpreter, e.g.
 
     python3 -m venv /work/peers/llg-venv && /work/peers/llg-venv/bin/pip install llguidance
     /work/peers/llg-venv/bin/python tools/structured_peer_bench.py \
-        --llmserve build/bench/src/cli/llmserve [-m default] [--corpus FILE] [--limit N]
+        --llmserve build/bench/src/cli/llmserve [-m default] [--corpus FILE] [--limit N] \
+        [--whitespace compact] [--rounds N]
 
 How llguidance is driven (one thread; RAYON_NUM_THREADS=1):
   tokenizer  built from our dump of the GGUF vocabulary, n_vocab = our logits rows, EOS = our
@@ -43,6 +44,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -148,6 +150,31 @@ def refusal_keyword(message):
     m = re.search(r"(?:Error|error)[^:]*: (.*)", message)
     head = (m.group(1) if m else message).split("\n")[0]
     return re.sub(r"\d+", "N", head)[:80]
+
+
+def common_figures(records, per_schema):
+    """The schemas both sides compiled: the same walks on both sides."""
+    ours_mask, theirs_mask, ours_compile, theirs_compile = [], [], [], []
+    disagreements = []
+    n_common = 0
+    for rec in records:
+        theirs_s = per_schema[rec["id"]]
+        if not (rec["ours"].get("compile_ms") is not None and theirs_s["compiled"]):
+            continue
+        n_common += 1
+        ours_compile.append(rec["ours"]["compile_ms"])
+        theirs_compile.append(theirs_s["compile_ms"])
+        theirs_mask.extend(theirs_s["mask_us"])
+        for w in rec["walks"]:
+            ours_mask.extend(w.get("mask_us", []))
+            t = theirs_s["verdicts"].get(w["index"])
+            if w["ours_accepted"] != t:
+                disagreements.append({"id": rec["id"], "instance": w["index"],
+                                      "valid": w["valid"], "ours_accepted": w["ours_accepted"],
+                                      "llguidance_accepted": t})
+    return {"schemas": n_common, "disagreements": disagreements,
+            "cm_o": summarize(ours_mask), "cm_t": summarize(theirs_mask),
+            "cc_o": summarize(ours_compile), "cc_t": summarize(theirs_compile)}
 
 
 def run_ours(args, workdir):
@@ -351,7 +378,14 @@ def main():
     ap.add_argument("--keep", default="", help="directory to keep the dumps in")
     ap.add_argument("--whitespace", choices=("flexible", "compact"), default="flexible",
                     help="JSON whitespace both grammars allow (default flexible: both defaults)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run both sides this many times, alternated (ours, theirs, ours, ...); "
+                         "the report is the first round's, with every round's common-schema "
+                         "ratios and their medians (a busy host moves either side 20 %% "
+                         "between runs)")
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
 
     workdir = args.keep or tempfile.mkdtemp(prefix="structured-peer-")
     os.makedirs(workdir, exist_ok=True)
@@ -364,6 +398,12 @@ def main():
     llg_options = {"whitespace_flexible": args.whitespace == "flexible"}
     theirs, per_schema, records = run_theirs(tok, walks_path, llg_options)
     load["after_theirs"] = load_1m()
+    # Further rounds, alternated: only the common-schema figures are kept from them.
+    later_rounds = []
+    for _ in range(args.rounds - 1):
+        _, _, walks_i = run_ours(args, workdir)
+        _, per_schema_i, records_i = run_theirs(tok, walks_i, llg_options)
+        later_rounds.append(common_figures(records_i, per_schema_i))
     if not args.keep:
         for p in (vocab_path, walks_path):
             os.remove(p)
@@ -390,26 +430,9 @@ def main():
         "tokenizer_build_s": tok_s,
     }
 
-    # The schemas both compiled: the same walks on both sides.
-    common_ours_mask, common_theirs_mask = [], []
-    common_ours_compile, common_theirs_compile = [], []
-    disagreements = []
-    n_common = 0
-    for rec in records:
-        theirs_s = per_schema[rec["id"]]
-        if not (rec["ours"].get("compile_ms") is not None and theirs_s["compiled"]):
-            continue
-        n_common += 1
-        common_ours_compile.append(rec["ours"]["compile_ms"])
-        common_theirs_compile.append(theirs_s["compile_ms"])
-        common_theirs_mask.extend(theirs_s["mask_us"])
-        for w in rec["walks"]:
-            common_ours_mask.extend(w.get("mask_us", []))
-            t = theirs_s["verdicts"].get(w["index"])
-            if w["ours_accepted"] != t:
-                disagreements.append({"id": rec["id"], "instance": w["index"],
-                                      "valid": w["valid"], "ours_accepted": w["ours_accepted"],
-                                      "llguidance_accepted": t})
+    first = common_figures(records, per_schema)
+    n_common, disagreements = first["schemas"], first["disagreements"]
+    cm_o, cm_t, cc_o, cc_t = first["cm_o"], first["cm_t"], first["cc_o"], first["cc_t"]
     ours_refused = sum(1 for r in records if r["ours"].get("compile_ms") is None)
     theirs_refused = llg["schemas"]["refused"]
     both_refused = sum(1 for r in records
@@ -424,8 +447,6 @@ def main():
             out["mask_thread_cpu_p99"] = ratio(o_cpu.get("p99", 0), t_cpu.get("p99", 0))
         return out
 
-    cm_o, cm_t = summarize(common_ours_mask), summarize(common_theirs_mask)
-    cc_o, cc_t = summarize(common_ours_compile), summarize(common_theirs_compile)
     comparison = {
         "note": "ratios are ours / theirs (below 1: llmserve faster or refusing fewer)",
         "all_walks": ratios(ours["mask_us"], llg["mask_us"], ours["compile_ms"], llg["compile_ms"],
@@ -444,6 +465,15 @@ def main():
             "verdict_disagreements": disagreements,
         },
     }
+    if args.rounds > 1:
+        per_round = []
+        for f in [first] + later_rounds:
+            r = ratios(f["cm_o"], f["cm_t"], f["cc_o"], f["cc_t"])
+            r["compile_mean"] = ratio(f["cc_o"].get("mean", 0), f["cc_t"].get("mean", 0))
+            per_round.append(r)
+        comparison["common_schemas"]["rounds"] = per_round
+        comparison["common_schemas"]["rounds_median"] = {
+            k: statistics.median(r[k] for r in per_round) for k in per_round[0]}
     t_overhead = []
     for _ in range(1000):
         a = time.perf_counter_ns()
