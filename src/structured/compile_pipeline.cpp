@@ -336,9 +336,11 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
   // leaves the rest to the masks, which build only the states their walks reach. (A warm-up as
   // long as the compile so far, tried until session 28, made the slowest compiles twice as long
   // and left the corpus's mask times unchanged; 2 ms, until session 29, cost the slowest
-  // compiles a sixth of their time for mask times no better than with 0.5 ms; none at all made
-  // the corpus's mask p99 ~8 % slower.)
-  constexpr auto kWarmUp = std::chrono::microseconds(500);
+  // compiles a sixth of their time; none at all made the corpus's mask p99 ~8 % slower. After
+  // that session's faster compiles, 10 alternated rounds beside llguidance each: 0.5 ms, 1 ms
+  // and 2 ms gave mask mean medians x0.93 / x0.87 / x0.85 of llguidance's, compile p99
+  // x0.70 / x0.68 / x0.73.)
+  constexpr auto kWarmUp = std::chrono::milliseconds(1);
   const auto left =
       std::chrono::steady_clock::duration(budget.limits().max_time) - budget.elapsed();
   const auto warm_up = std::min<std::chrono::steady_clock::duration>(kWarmUp, left);
