@@ -231,8 +231,8 @@ std::shared_ptr<const CompiledGrammar> link_grammar(const Grammar& grammar,
       }
     };
     for (size_t r = 0; r < n_rules; ++r) {
+      if (use_bytes && productive[r]) continue;  // settled above, never searched
       seen[r].assign(nfas[r].n_states(), 0);
-      if (use_bytes && productive[r]) continue;  // settled above
       stack.clear();
       visit(r, nfas[r].start);
       explore(r);

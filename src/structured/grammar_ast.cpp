@@ -24,20 +24,22 @@ uint64_t hash_ranges(std::span<const CodePointRange> ranges) {
 
 }  // namespace
 
-int32_t ExprArena::add_set(CodePointSet set) {
-  const uint64_t hash = hash_ranges(set.ranges());
-  int32_t id = -1;
-  const auto [it, inserted] = set_by_hash.emplace(hash, static_cast<int32_t>(sets.size()));
-  if (!inserted && sets[static_cast<size_t>(it->second)].ranges() == set.ranges()) {
-    id = it->second;
-  } else {  // new, or a different set with the same hash (kept apart, never looked up)
-    id = static_cast<int32_t>(sets.size());
-    sets.push_back(std::move(set));
-  }
+int32_t ExprArena::add_set_ref(int32_t set) {
   Expr e;
   e.kind = ExprKind::kCharSet;
-  e.payload = id;
+  e.payload = set;
   return add(std::move(e));
+}
+
+int32_t ExprArena::add_set(CodePointSet set) {
+  const uint64_t hash = hash_ranges(set.ranges());
+  const auto [it, inserted] = set_by_hash.emplace(hash, static_cast<int32_t>(sets.size()));
+  if (!inserted && sets[static_cast<size_t>(it->second)].ranges() == set.ranges()) {
+    return add_set_ref(it->second);
+  }
+  // New, or a different set with the same hash (kept apart, never looked up).
+  sets.push_back(std::move(set));
+  return add_set_ref(static_cast<int32_t>(sets.size() - 1));
 }
 
 int32_t ExprArena::add_code_point(uint32_t cp) {
@@ -45,12 +47,7 @@ int32_t ExprArena::add_code_point(uint32_t cp) {
   const auto it = set_by_hash.find(hash_ranges(std::span<const CodePointRange>(&range, 1)));
   if (it != set_by_hash.end()) {
     const auto& ranges = sets[static_cast<size_t>(it->second)].ranges();
-    if (ranges.size() == 1 && ranges[0] == range) {
-      Expr e;
-      e.kind = ExprKind::kCharSet;
-      e.payload = it->second;
-      return add(std::move(e));
-    }
+    if (ranges.size() == 1 && ranges[0] == range) return add_set_ref(it->second);
   }
   return add_set(CodePointSet::single(cp));
 }

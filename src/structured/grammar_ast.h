@@ -50,9 +50,8 @@ struct ExprArena {
   std::vector<int32_t> child_ids;  // every node's children, each node's in a row
   std::vector<std::string> literals;
   // Distinct, and never changed once added (nodes share them): add_set gives an equal set's id
-  // again. A large schema's name patterns write the
-  // same few classes thousands of times, and each distinct set is split into UTF-8 sequences
-  // once (nfa.h, CharSetSequences).
+  // again. A large schema's name patterns write the same few classes thousands of times, and
+  // each distinct set is split into UTF-8 sequences once (nfa.h, CharSetSequences).
   std::vector<CodePointSet> sets;
   std::unordered_map<uint64_t, int32_t> set_by_hash;  // a set's hash -> the first set with it
   // A regex class's text ("[...]") -> its set, for parsers (a schema repeats a few classes).
@@ -66,6 +65,7 @@ struct ExprArena {
   int32_t add_literal(std::string bytes);
   int32_t add_set(CodePointSet set);
   int32_t add_code_point(uint32_t cp);  // add_set of one code point, without building the set
+  int32_t add_set_ref(int32_t set);     // a node of sets[set], already held
   // `children` must not point into child_ids itself (inserting a vector's range into it).
   int32_t add_node(ExprKind kind, std::span<const int32_t> children);
   int32_t add_repeat(int32_t child, int32_t min, int32_t max);

@@ -230,7 +230,6 @@ using OtherCharacters = std::unordered_map<std::u32string, std::string>;
 // "anything" is written once after it), or stops inside it where no name ends (`unfinished`).
 // Appended in place: a large schema's tries are thousands of nodes deep in total, and building
 // each subtree's text apart copied it once per level.
-
 void diverging(const TrieNode& node, StringSpelling spelling, CompileBudget& budget,
                OtherCharacters& others, std::string& out) {
   budget.charge(1, "excluded string alternatives");

@@ -68,17 +68,17 @@ class RegexParser {
     pending_.resize(first);
     return id;
   }
-  int32_t set_node(CodePointSet set, size_t offset) {
+  // A node just added, charged and marked with where it was written.
+  int32_t located(int32_t id, size_t offset) {
     budget_.charge(1, "regex syntax nodes");
-    const int32_t id = arena_.add_set(std::move(set));
-    arena_.nodes[id].source_offset = static_cast<int32_t>(offset);
+    arena_.nodes[static_cast<size_t>(id)].source_offset = static_cast<int32_t>(offset);
     return id;
   }
+  int32_t set_node(CodePointSet set, size_t offset) {
+    return located(arena_.add_set(std::move(set)), offset);
+  }
   int32_t char_node(uint32_t cp, size_t offset) {
-    budget_.charge(1, "regex syntax nodes");
-    const int32_t id = arena_.add_code_point(cp);
-    arena_.nodes[id].source_offset = static_cast<int32_t>(offset);
-    return id;
+    return located(arena_.add_code_point(cp), offset);
   }
 
   int32_t parse_alternation() {
@@ -436,13 +436,8 @@ class RegexParser {
     if (end >= p_.size()) return set_node(parse_class(), start);  // unterminated: its error
     const std::string_view text = p_.substr(pos_, end + 1 - pos_);
     if (const auto it = arena_.set_by_class_text.find(text); it != arena_.set_by_class_text.end()) {
-      budget_.charge(1, "regex syntax nodes");
       pos_ = end + 1;
-      Expr e;
-      e.kind = ExprKind::kCharSet;
-      e.payload = it->second;
-      e.source_offset = static_cast<int32_t>(start);
-      return arena_.add(std::move(e));
+      return located(arena_.add_set_ref(it->second), start);
     }
     const int32_t id = set_node(parse_class(), start);
     if (pos_ == end + 1) {  // the scan and the parser agree on where it ends
