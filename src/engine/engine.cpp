@@ -125,13 +125,7 @@ Engine::Impl::Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& token
   // out of their window (kv/kv_groups.h).
   kv_layout =
       config.hybrid_kv_cache ? model_config.windowed_kv_layout() : model_config.single_kv_layout();
-  const int32_t n_blocks = pool_blocks(config);
-  runner->allocate_kv(config.block_size, n_blocks, config.kv_cache_dtype, kv_layout);
-  kv_cache = std::make_unique<kv::KvCacheManager>(n_blocks, config.block_size,
-                                                  config.enable_prefix_caching, kv_layout.windows(),
-                                                  kv_layout.sinks());
-  batch.n_kv_groups = kv_layout.n_groups();
-  scheduler = std::make_unique<sched::Scheduler>(sc, *kv_cache);
+  // Step buffers first: a runner with its own device memory gives its KV pool what is left.
   try {
     // Logits rows: one per sequence, 1 + k when speculating; more grow on demand.
     const int32_t rows_per_seq = 1 + config.speculative.num_speculative_tokens;
@@ -143,6 +137,13 @@ Engine::Impl::Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& token
                             "max_num_seqs {} (a vocabulary of {}): lower them",
                             sc.max_num_batched_tokens, sc.max_num_seqs, runner->n_vocab()));
   }
+  const int32_t n_blocks = pool_blocks(config);
+  runner->allocate_kv(config.block_size, n_blocks, config.kv_cache_dtype, kv_layout);
+  kv_cache = std::make_unique<kv::KvCacheManager>(n_blocks, config.block_size,
+                                                  config.enable_prefix_caching, kv_layout.windows(),
+                                                  kv_layout.sinks());
+  batch.n_kv_groups = kv_layout.n_groups();
+  scheduler = std::make_unique<sched::Scheduler>(sc, *kv_cache);
   end_ids = tok.end_of_generation_ids();
   if (config.speculative.enabled()) make_proposer(n_blocks);
 
@@ -171,20 +172,28 @@ int32_t Engine::Impl::pool_blocks(const EngineConfig& cfg) const {
   int64_t budget = cfg.kv_cache_memory;
   // The pool's pages are touched as sequences grow, so a pool larger than the memory left would
   // be accepted here and end, under load, with the kernel's OOM killer taking the server and
-  // every request in it: refuse it while nothing runs yet.
-  const int64_t available = available_memory_bytes();
-  if (budget > 0 && available > 0 && budget > available) {
+  // every request in it: refuse it while nothing runs yet. A runner with its own device memory
+  // (a GPU) says what it has left.
+  const int64_t device_available = runner->kv_memory_available();
+  const bool on_device = device_available >= 0;
+  const int64_t available = on_device ? device_available : available_memory_bytes();
+  if (budget > 0 && (available > 0 || on_device) && budget > available) {
     throw Error(Error::Kind::kInvalidArgument,
                 fmt::format("kv cache memory {:.2f} GiB (--kv-cache-memory) exceeds the {:.2f} GiB "
-                            "of memory available (MemAvailable in /proc/meminfo, model loaded)",
-                            gib(budget), gib(available)));
+                            "of {} available{}",
+                            gib(budget), gib(available), on_device ? "device memory" : "memory",
+                            on_device ? " (--gpu-memory-utilization of the card, model loaded)"
+                                      : " (MemAvailable in /proc/meminfo, model loaded)"));
   }
   if (budget <= 0) {
     if (cfg.kv_memory_fraction <= 0.0 || cfg.kv_memory_fraction > 0.95) {
       throw Error(Error::Kind::kInvalidArgument, "kv memory fraction must be in (0, 0.95]");
     }
-    budget = static_cast<int64_t>(
-        static_cast<double>(available > 0 ? available : int64_t{4} << 30) * cfg.kv_memory_fraction);
+    // On a device the utilization already bounds the pool: all of what is left is its.
+    budget = on_device ? available
+                       : static_cast<int64_t>(
+                             static_cast<double>(available > 0 ? available : int64_t{4} << 30) *
+                             cfg.kv_memory_fraction);
     // No point holding more than max_num_seqs full-length sequences.
     const int64_t blocks_per_seq =
         kv::blocks_for_sequence(kv_layout.windows(), kv_layout.sinks(), cfg.block_size,

@@ -55,6 +55,10 @@ class ModelRunner {
   virtual void allocate_kv(int32_t block_size, int32_t n_blocks, kv::KvCacheType type,
                            const kv::KvGroupLayout& layout) = 0;
   virtual size_t kv_bytes() const = 0;
+  // Bytes of the runner's own device memory its KV pool may still take (a GPU's, after the
+  // weights and step buffers), or -1 when the pool lives in host memory and the engine sizes
+  // it by the memory the system has available.
+  virtual int64_t kv_memory_available() const { return -1; }
   // Sizes the step buffers for up to max_tokens tokens and max_logit_rows logits rows (execute()
   // grows them when a step needs more; this only moves the allocation to start-up).
   virtual void reserve(int32_t max_tokens, int32_t max_logit_rows) = 0;
