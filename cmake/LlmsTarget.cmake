@@ -1,12 +1,16 @@
 # Common compile settings for every llmserve target.
 function(llms_apply_settings target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow)
+  target_compile_options(${target} PRIVATE
+                         $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow>)
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     # GCC 12 reports false -Wrestrict positives inside std::string at -O3 (GCC bug 105329).
-    target_compile_options(${target} PRIVATE -Wno-restrict)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wno-restrict>)
   endif()
+  # CUDA sources (src/cuda): nvcc's own warnings, and the host compiler's on the host code.
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
   if(LLMS_WERROR)
-    target_compile_options(${target} PRIVATE -Werror)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>
+                                             $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>)
   endif()
 endfunction()
 

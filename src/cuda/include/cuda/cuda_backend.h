@@ -1,0 +1,66 @@
+// cuda/cuda_backend: whether this build and this machine can run a model on an NVIDIA GPU, and
+// the CUDA model runner (model::ModelRunner) that does.
+//
+// Contract:
+//   - compiled_in() says whether the build has the backend (CMake LLMS_CUDA; on wherever nvcc
+//     was found). Without it, probe() reports no device and why, and make_runner() throws
+//     llms::Error(kUnavailable) with that reason.
+//   - probe() never throws: no driver, a driver older than the runtime, no device or an
+//     unusable one each give an empty list and a reason naming the CUDA error.
+//   - make_runner() loads the model's weights into the device's memory in their GGUF formats
+//     (the types kernels::matmul takes) and throws before allocating when they do not fit in
+//     gpu_memory_utilization of the card (kUnavailable), and for what the CUDA runner does not
+//     implement yet (kUnsupported, naming it). Its KV pool lives in device memory: the engine
+//     sizes it by ModelRunner::kv_memory_available().
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "model/model_runner.h"
+
+namespace llms::cuda {
+
+bool compiled_in();
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  int compute_major = 0;
+  int compute_minor = 0;
+  size_t total_bytes = 0;
+  int multiprocessors = 0;
+};
+
+struct Probe {
+  std::vector<DeviceInfo> devices;
+  std::string why_none;  // set when devices is empty
+};
+
+Probe probe();
+
+struct RunnerOptions {
+  int device = 0;
+  // The share of the card's memory this runner may take in all (weights, step buffers and the
+  // KV pool), as vLLM's --gpu-memory-utilization; in (0, 1].
+  double gpu_memory_utilization = 0.9;
+};
+
+std::unique_ptr<model::ModelRunner> make_runner(const gguf::GgufFile& file,
+                                                const RunnerOptions& options);
+
+// The floors a GPU benchmark is measured against, on the device itself (bench-model --device
+// cuda): its read bandwidth in bytes per second (the best of `passes` full reads of a buffer of
+// `bytes`) and its dense bf16 tensor-core rate in FLOP/s (the best of `passes` n x n x n
+// GEMMs with f32 results, the kind prefill runs). Throw llms::Error(kUnavailable) without a
+// device, as make_runner() does.
+double measure_read_bandwidth(int device, size_t bytes, int passes);
+// How the runner multiplies steps of more than a few tokens: "cublas" (bf16 tensor cores), or
+// why not ("gemv: cannot load libcublas.so.13 ...") where cuBLAS is missing.
+std::string gemm_path();
+double measure_bf16_gemm_flops(int device, int n, int passes);
+
+}  // namespace llms::cuda
