@@ -12,15 +12,20 @@
 // Token ids are fixed pseudo-random ones: speed does not depend on them.
 #include "bench_model_command.h"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_backend.h"
 #include "engine_options.h"
 #include "gguf/gguf_file.h"
 #include "kernels/cpu_features.h"
@@ -48,6 +53,7 @@ struct BenchModelOptions {
   int repetitions = 1;
   int bandwidth_mib = 1024;
   std::string kv_cache_dtype = "auto";
+  std::string device = "cpu";  // cpu, cuda or cuda:N
 };
 
 double seconds_since(Clock::time_point t) {
@@ -120,6 +126,94 @@ uint64_t weight_bytes_per_token(const gguf::GgufFile& file) {
   return total;
 }
 
+// The same measurement on a GPU through the CUDA runner (cuda/cuda_backend.h), against floors
+// measured on the device in the same run: its read bandwidth (decode) and its dense bf16 GEMM
+// rate (prefill: 2 FLOP per weight per token).
+int bench_model_cuda(const BenchModelOptions& opts, const std::filesystem::path& path,
+                     const gguf::GgufFile& file, int device) {
+  auto runner = cuda::make_runner(file, cuda::RunnerOptions{device, 0.9});
+  const int32_t block_size = 16;
+  const int32_t n_total = opts.n_prompt + opts.n_gen + 1;
+  const kv::KvGroupLayout layout = runner->config().windowed_kv_layout();
+  const int32_t n_blocks = (n_total + block_size - 1) / block_size * layout.n_groups();
+  runner->reserve(opts.n_prompt, 1);
+  runner->allocate_kv(block_size, n_blocks, parse_kv_cache_dtype(opts.kv_cache_dtype), layout);
+  std::vector<kv::BlockId> table(n_blocks);
+  for (int32_t i = 0; i < n_blocks; ++i) table[i] = i;
+  std::mt19937 rng(42);
+  std::vector<int32_t> prompt(opts.n_prompt);
+  for (auto& t : prompt) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(runner->n_vocab()));
+  auto table_for = [&](int32_t n_context) {
+    const int32_t blocks = (n_context + block_size - 1) / block_size * layout.n_groups();
+    return std::span<const kv::BlockId>(table).first(static_cast<size_t>(blocks));
+  };
+  kv::StepBatch batch;
+  batch.n_kv_groups = layout.n_groups();
+  double best_pp = 0.0;
+  double best_tg = 0.0;
+  for (int rep = 0; rep < opts.repetitions; ++rep) {
+    batch.clear();
+    batch.add_sequence(0, prompt, 0, table_for(opts.n_prompt), 1);
+    auto t = Clock::now();
+    runner->execute(batch);  // returns once the logits are on the host
+    best_pp = std::max(best_pp, opts.n_prompt / seconds_since(t));
+
+    int32_t n_cached = 0;
+    std::vector<int32_t> one = {prompt[0]};
+    batch.clear();
+    batch.add_sequence(0, one, n_cached, table_for(n_cached + 1), 1);
+    model::LogitsView logits = runner->execute(batch);  // warm-up step, not timed
+    ++n_cached;
+    t = Clock::now();
+    for (int32_t i = 0; i < opts.n_gen; ++i) {
+      one[0] = sampling::argmax(logits.row(0).first(static_cast<size_t>(runner->n_vocab())));
+      batch.clear();
+      batch.add_sequence(0, one, n_cached, table_for(n_cached + 1), 1);
+      logits = runner->execute(batch);
+      ++n_cached;
+    }
+    best_tg = std::max(best_tg, opts.n_gen / seconds_since(t));
+  }
+  const double bandwidth =
+      cuda::measure_read_bandwidth(device, static_cast<size_t>(opts.bandwidth_mib) << 20, 5);
+  const std::string gemm = cuda::gemm_path();
+  const double gemm_flops = gemm == "cublas" ? cuda::measure_bf16_gemm_flops(device, 8192, 3) : 0.0;
+  const cuda::Probe probe = cuda::probe();
+  const uint64_t bytes_per_token = weight_bytes_per_token(file);
+  uint64_t matrix_weights = 0;  // multiply-adds per token: every weight of a matrix once
+  for (const auto& t : file.tensors()) {
+    if (t.n_dims == 2 && t.name != "token_embd.weight") matrix_weights += t.n_elements;
+  }
+  if (!file.find_tensor("output.weight")) {
+    if (const auto* e = file.find_tensor("token_embd.weight")) matrix_weights += e->n_elements;
+  }
+  const double floor_tg = bandwidth / static_cast<double>(bytes_per_token);
+  const double prefill_flops = 2.0 * static_cast<double>(matrix_weights) * best_pp;
+  nlohmann::ordered_json r;
+  r["model"] = path.filename().string();
+  r["architecture"] = runner->config().architecture;
+  r["device"] = fmt::format("cuda:{}", device);
+  for (const cuda::DeviceInfo& d : probe.devices) {
+    if (d.index == device) r["device_name"] = d.name;
+  }
+  r["kv_cache_dtype"] = "f16";
+  r["prompt_tokens"] = opts.n_prompt;
+  r["prompt_tokens_per_s"] = best_pp;
+  r["prompt_matmul_flops_per_s"] = prefill_flops;
+  r["gemm_path"] = gemm;
+  r["bf16_gemm_flops_per_s"] = gemm_flops;
+  r["prompt_fraction_of_bf16_gemm"] = gemm_flops > 0.0 ? prefill_flops / gemm_flops : 0.0;
+  r["gen_tokens"] = opts.n_gen;
+  r["gen_tokens_per_s"] = best_tg;
+  r["weight_bytes_per_token"] = bytes_per_token;
+  r["read_bandwidth_bytes_per_s"] = bandwidth;
+  r["gen_floor_tokens_per_s"] = floor_tg;
+  r["gen_fraction_of_bandwidth_floor"] = best_tg / floor_tg;
+  r["repetitions"] = opts.repetitions;
+  std::puts(r.dump(2).c_str());
+  return 0;
+}
+
 int bench_model(const BenchModelOptions& opts) {
   if (opts.n_prompt < 1 || opts.n_gen < 1 || opts.repetitions < 1) {
     throw Error(Error::Kind::kInvalidArgument, "--prompt, --gen and --repetitions must be >= 1");
@@ -127,8 +221,12 @@ int bench_model(const BenchModelOptions& opts) {
   if (opts.bandwidth_mib < 1 || opts.bandwidth_mib > 65536) {
     throw Error(Error::Kind::kInvalidArgument, "--bandwidth-mib must be in [1, 65536]");
   }
+  engine::EngineConfig where;
+  parse_device(opts.device, where);
   auto path = resolve_model(opts.model, opts.cache_dir);
   gguf::GgufFile file = gguf::GgufFile::open(path);
+  if (where.device == engine::Device::kCuda)
+    return bench_model_cuda(opts, path, file, where.cuda_device);
   int threads = opts.threads > 0 ? opts.threads : physical_core_count();
   model::Transformer model(file, threads);
   const int32_t block_size = 16;
@@ -215,6 +313,9 @@ void add_bench_model_command(CLI::App& app, int& exit_code) {
                   "Array the read bandwidth is measured over, MiB (default 1024: far past any "
                   "cache)");
   add_kv_cache_dtype_option(*cmd, opts->kv_cache_dtype);
+  cmd->add_option("--device", opts->device,
+                  "cpu, cuda or cuda:N (on a GPU the floors are measured on the device)")
+      ->capture_default_str();
   cmd->add_option("--cache-dir", opts->cache_dir, "Cache root for registered models");
   cmd->callback([opts, &exit_code] { exit_code = bench_model(*opts); });
 }

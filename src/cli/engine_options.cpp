@@ -6,6 +6,7 @@
 #include <exception>
 #include <string>
 
+#include "cuda/cuda_backend.h"
 #include "util/byte_size.h"
 #include "util/error.h"
 
@@ -13,6 +14,7 @@ namespace llms::cli {
 
 engine::EngineConfig EngineOptions::to_config() const {
   engine::EngineConfig c;
+  set_device(device, gpu_memory_utilization, c);
   c.block_size = block_size;
   if (!kv_cache_memory.empty()) {
     auto bytes = parse_byte_size(kv_cache_memory);
@@ -61,6 +63,34 @@ engine::EngineConfig EngineOptions::to_config() const {
   return c;
 }
 
+void parse_device(const std::string& value, engine::EngineConfig& config) {
+  if (value == "cpu") {
+    config.device = engine::Device::kCpu;
+    return;
+  }
+  if (value == "auto") {
+    config.device = cuda::probe().devices.empty() ? engine::Device::kCpu : engine::Device::kCuda;
+    config.cuda_device = 0;
+    return;
+  }
+  if (value == "cuda") {
+    config.device = engine::Device::kCuda;
+    config.cuda_device = 0;
+    return;
+  }
+  if (value.starts_with("cuda:")) {
+    const std::string index = value.substr(5);
+    if (!index.empty() && index.size() <= 3 &&
+        index.find_first_not_of("0123456789") == std::string::npos) {
+      config.device = engine::Device::kCuda;
+      config.cuda_device = std::stoi(index);
+      return;
+    }
+  }
+  throw Error(Error::Kind::kInvalidArgument,
+              fmt::format("--device: '{}' is not cpu, cuda, cuda:N or auto", value));
+}
+
 double parse_max_itl(const std::string& value) {
   if (value == "auto") return -1.0;
   if (value == "off") return 0.0;
@@ -95,6 +125,7 @@ kv::KvCacheType parse_kv_cache_dtype(const std::string& name) {
 }
 
 void add_engine_options(CLI::App& cmd, EngineOptions& o) {
+  add_device_options(cmd, o.device, o.gpu_memory_utilization);
   cmd.add_option("--block-size", o.block_size,
                  "KV block size in tokens (multiples of 8 take the SIMD attention path)")
       ->capture_default_str();
@@ -131,6 +162,28 @@ void add_engine_options(CLI::App& cmd, EngineOptions& o) {
   add_speculative_options(cmd, o.speculative);
 }
 
+void add_device_options(CLI::App& cmd, std::string& device, double& gpu_memory_utilization) {
+  cmd.add_option("--device", device,
+                 "Where the model runs: cpu, cuda (the first GPU), cuda:N, or auto (cuda where "
+                 "there is a GPU)")
+      ->capture_default_str();
+  cmd.add_option("--gpu-memory-utilization", gpu_memory_utilization,
+                 "With --device cuda: the share of the GPU's memory to use (weights, buffers and "
+                 "the KV pool, which gets the rest)")
+      ->capture_default_str();
+}
+
+void set_device(const std::string& device, double gpu_memory_utilization,
+                engine::EngineConfig& config) {
+  parse_device(device, config);
+  if (!(gpu_memory_utilization > 0.0) || gpu_memory_utilization > 1.0) {
+    throw Error(
+        Error::Kind::kInvalidArgument,
+        fmt::format("--gpu-memory-utilization: {} is not in (0, 1]", gpu_memory_utilization));
+  }
+  config.gpu_memory_utilization = gpu_memory_utilization;
+}
+
 void add_streaming_options(CLI::App& cmd, int64_t& window, int64_t& sinks) {
   cmd.add_option("--streaming-window", window,
                  "StreamingLLM: full-attention layers attend to the last N tokens (and the "
@@ -159,6 +212,7 @@ void add_threads_option(CLI::App& cmd, int& threads) {
 
 void print_kv_pool(const engine::Engine& engine, std::FILE* out) {
   const engine::KvPoolInfo& p = engine.kv_pool();
+  if (p.device != "cpu") fmt::print(out, "KV cache on {} (device memory)\n", p.device);
   if (p.n_window_groups > 0) {
     const std::string sinks =
         p.attention_sinks > 0 ? fmt::format(" and the first {}", p.attention_sinks) : "";

@@ -71,6 +71,8 @@ struct Engine::Impl {
   Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& tok, EngineConfig cfg);
 
   int32_t pool_blocks(const EngineConfig& cfg) const;
+  // The target model's runner on the configured device.
+  std::unique_ptr<model::ModelRunner> make_runner(const gguf::GgufFile& file) const;
   void make_proposer(int32_t n_blocks);
   Sample make_sample(const Request& request, int32_t index);
   void deliver(Request& request, Sample& sample, const spec::Verification& v,

@@ -505,6 +505,11 @@ TEST_F(EngineSpecTest, RefusesBadSpeculativeConfigNamingTheFlag) {
   c = spec_config(Kind::kSelfDraft, 4, 8);
   c.draft_file = &other;
   expect_refusal(c, "--draft-model: its vocabulary differs from the target's at token 0");
+
+  // The draft model runs only beside a CPU target so far: refused before any device is asked.
+  c = spec_config(Kind::kSelfDraft, 4, 8);
+  c.device = Device::kCuda;
+  expect_refusal(c, "--speculative-method draft is not implemented with --device cuda yet");
 }
 
 }  // namespace

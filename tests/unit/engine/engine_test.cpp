@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_backend.h"
 #include "engine_fixture.h"
 #include "gguf/gguf_file.h"
 #include "model/tiny_model.h"
@@ -280,6 +281,23 @@ TEST_F(EngineTest, BatchInvarianceUnderChunkingPrefixHitsAndPreemption) {
   EXPECT_LE(near_ties, 2);
   EXPECT_EQ(e.kv_cache().n_free_blocks(), 40);
   e.kv_cache().check_invariants();
+}
+
+// --device cuda on a machine or build without a GPU: refused at start with the reason, before
+// any request (on a machine with one, the CUDA conformance tests cover the runner).
+TEST_F(EngineTest, CudaDeviceWithoutAGpuIsRefusedWithTheReason) {
+  const cuda::Probe probe = cuda::probe();
+  if (!probe.devices.empty()) GTEST_SKIP() << "this machine has a GPU: " << probe.devices[0].name;
+  EngineConfig c = config(32);
+  c.device = Device::kCuda;
+  try {
+    Engine e(*file_, *tok_, c);
+    FAIL() << "an engine started on --device cuda without a GPU";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.kind(), Error::Kind::kUnavailable);
+    EXPECT_NE(std::string(err.what()).find("--device cuda: " + probe.why_none), std::string::npos)
+        << err.what();
+  }
 }
 
 }  // namespace

@@ -45,7 +45,16 @@ inline constexpr int32_t kMaxSamplesPerRequest = 128;  // GenerationRequest::n
 inline constexpr int32_t kMaxNumBatchedTokens = 1 << 20;
 inline constexpr int64_t kMaxStreamingModelLen = int64_t{1} << 24;  // with streaming_window
 
+// Where the model runs: the CPU transformer (model/cpu_runner.h) or an NVIDIA GPU
+// (cuda/cuda_backend.h; refused with the reason where the build or the machine has none).
+enum class Device { kCpu, kCuda };
+
 struct EngineConfig {
+  Device device = Device::kCpu;
+  int cuda_device = 0;  // the GPU's index, with Device::kCuda
+  // With Device::kCuda: the share of the card's memory the engine may take (weights, step
+  // buffers, KV pool), as vLLM's --gpu-memory-utilization; the KV pool gets what is left.
+  double gpu_memory_utilization = 0.9;
   int32_t block_size = 16;
   // KV pool size: n_kv_blocks when > 0, else kv_cache_memory bytes when > 0, else
   // kv_memory_fraction of the memory available at start (capped at what max_num_seqs full-length
@@ -121,6 +130,7 @@ struct EngineStats {
 };
 
 struct KvPoolInfo {
+  std::string device = "cpu";  // where the pool lives: "cpu" or "cuda:N"
   int32_t n_blocks = 0;  // pages of block_size tokens of one cache group's layers
   int32_t block_size = 0;
   int32_t n_groups = 1;         // cache groups (kv/kv_groups.h)
