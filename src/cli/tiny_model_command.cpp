@@ -80,6 +80,9 @@ void add_tiny_model_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--tokenizer", opts->tokenizer, "bpe (Qwen-like) or spm (Gemma-like)")
       ->capture_default_str();
   cmd->add_option("--seed", opts->spec.seed, "Random seed of the weights")->capture_default_str();
+  cmd->add_flag("--fast-weights", opts->spec.fast_weights,
+                "Random block bytes with fixed scales, on every core: real shapes in seconds for "
+                "speed runs (the model computes nothing meaningful)");
   cmd->callback([opts, &exit_code] {
     run_tiny_model(*opts);
     exit_code = 0;

@@ -1,9 +1,13 @@
 #include "model/tiny_model.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <thread>
 
+#include "quant/float_convert.h"
 #include "quant/quant.h"
 #include "tokenizer/byte_alphabet.h"
 #include "util/error.h"
@@ -150,6 +154,12 @@ class TensorEmitter {
 
   void matrix(const std::string& name, uint64_t ne0, uint64_t ne1, GgmlType type) {
     std::vector<uint64_t> ne = {ne0, ne1};
+    if (spec_.fast_weights) {
+      w_.add_tensor(
+          name, type, ne,
+          fast_weight_bytes(type, ne0 * ne1, spec_.seed ^ fnv1a(name), spec_.weight_stddev));
+      return;
+    }
     std::vector<float> values = tiny_tensor_values(spec_, name, ne0 * ne1);
     emit(name, type, ne, values);
   }
@@ -206,6 +216,121 @@ void write_tokenizer(const TinyModelSpec& spec, const TinyVocabulary& v, gguf::G
 TinyVocabulary make_tiny_vocabulary(TinyTokenizerKind kind) {
   return kind == TinyTokenizerKind::kByteLevelBpe ? byte_level_vocabulary()
                                                   : sentence_piece_vocabulary();
+}
+
+namespace {
+
+// Where a block keeps its f16 scales (d, then dmin or m where the format has one), as bytes
+// from the block's start (quant/blocks.h); d_per_stddev: the d that gives decoded values an RMS
+// of about `stddev` when codes (and a K-quant's sub-block scales) are uniform random: 1 / the
+// RMS of code x scale. min_per_d: the second scale as a multiple of d (Q4_1 / Q5_1 centre their
+// codes with a negative m; a K-quant's dmin equals d).
+struct BlockScales {
+  int d_offset = -1;    // -1: a plain type (F32, F16, BF16)
+  int min_offset = -1;  // -1: none
+  float d_per_stddev = 0.0f;
+  float min_per_d = 0.0f;
+};
+
+BlockScales block_scales(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0:
+      return {0, -1, 1.0f / 4.6f, 0.0f};
+    case GgmlType::kQ4_1:
+      return {0, 2, 1.0f / 4.6f, -7.5f};
+    case GgmlType::kQ5_0:
+      return {0, -1, 1.0f / 9.2f, 0.0f};
+    case GgmlType::kQ5_1:
+      return {0, 2, 1.0f / 9.2f, -15.5f};
+    case GgmlType::kQ8_0:
+      return {0, -1, 1.0f / 74.0f, 0.0f};
+    case GgmlType::kQ2_K:
+      return {80, 82, 1.0f / 19.0f, 1.0f};
+    case GgmlType::kQ3_K:
+      return {108, -1, 1.0f / 42.0f, 0.0f};
+    case GgmlType::kQ4_K:
+      return {0, 2, 1.0f / 311.0f, 1.0f};
+    case GgmlType::kQ5_K:
+      return {0, 2, 1.0f / 648.0f, 1.0f};
+    case GgmlType::kQ6_K:
+      return {208, -1, 1.0f / 1370.0f, 0.0f};
+    default:
+      return {};
+  }
+}
+
+// A small fast generator (SplitMix64): the bytes need no statistical quality, only speed and
+// determinism.
+struct SplitMix {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [-1, 1).
+  float unit() {
+    return static_cast<float>(static_cast<int64_t>(next() >> 11) - (int64_t{1} << 52)) * 0x1.0p-52f;
+  }
+};
+
+}  // namespace
+
+std::vector<uint8_t> fast_weight_bytes(GgmlType type, uint64_t n_elements, uint64_t seed,
+                                       float stddev) {
+  const gguf::GgmlTypeInfo& info = gguf::ggml_type_info(type);
+  if (n_elements % info.block_size != 0) bad_spec("fast weights: not a whole number of blocks");
+  const uint64_t n_blocks = n_elements / info.block_size;
+  std::vector<uint8_t> bytes(n_blocks * info.type_size);
+  const BlockScales scales = block_scales(type);
+  const float d = stddev * scales.d_per_stddev;
+  const uint16_t d_bits = quant::fp32_to_fp16(d);
+  const uint16_t min_bits = quant::fp32_to_fp16(d * scales.min_per_d);
+  // Chunks of blocks, each seeded by its index: the bytes do not depend on the thread count.
+  constexpr uint64_t kChunkBlocks = 4096;
+  const uint64_t n_chunks = (n_blocks + kChunkBlocks - 1) / kChunkBlocks;
+  std::atomic<uint64_t> next_chunk{0};
+  auto work = [&] {
+    for (uint64_t c = next_chunk++; c < n_chunks; c = next_chunk++) {
+      SplitMix rng{seed * 0x2545f4914f6cdd1dull + c};
+      const uint64_t first = c * kChunkBlocks;
+      const uint64_t last = std::min(n_blocks, first + kChunkBlocks);
+      uint8_t* p = bytes.data() + first * info.type_size;
+      uint8_t* end = bytes.data() + last * info.type_size;
+      if (scales.d_offset < 0) {
+        // Plain types: random values, not random bits (which could be NaN or infinity).
+        for (; p < end; p += info.type_size) {
+          const float v = rng.unit() * stddev * 1.7320508f;  // uniform with that deviation
+          if (type == GgmlType::kF32) {
+            std::memcpy(p, &v, sizeof v);
+          } else {
+            const uint16_t h =
+                type == GgmlType::kF16 ? quant::fp32_to_fp16(v) : quant::fp32_to_bf16(v);
+            std::memcpy(p, &h, sizeof h);
+          }
+        }
+        continue;
+      }
+      for (uint8_t* q = p; q < end; q += 8) {
+        const uint64_t r = rng.next();
+        std::memcpy(q, &r, static_cast<size_t>(std::min<ptrdiff_t>(8, end - q)));
+      }
+      for (; p < end; p += info.type_size) {
+        std::memcpy(p + scales.d_offset, &d_bits, sizeof d_bits);
+        if (scales.min_offset >= 0) std::memcpy(p + scales.min_offset, &min_bits, sizeof min_bits);
+      }
+    }
+  };
+  const unsigned n_threads =
+      n_chunks < 2 ? 1u
+                   : std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()),
+                                        static_cast<unsigned>(std::min<uint64_t>(n_chunks, 256)));
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < n_threads; ++t) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  return bytes;
 }
 
 std::vector<float> tiny_tensor_values(const TinyModelSpec& spec, const std::string& tensor_name,

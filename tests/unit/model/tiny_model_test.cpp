@@ -8,7 +8,10 @@
 #include <set>
 
 #include "gguf/gguf_file.h"
+#include "kv/step_batch.h"
+#include "model/kv_storage.h"
 #include "model/model_config.h"
+#include "model/transformer.h"
 #include "quant/quant.h"
 #include "temp_dir.h"
 #include "util/error.h"
@@ -141,6 +144,53 @@ TEST(TinyModel, EveryQuantizableWeightTypeHoldsTheIntendedValues) {
     }
     // Norms stay F32 whatever the weight type.
     EXPECT_EQ(file.find_tensor("blk.0.attn_norm.weight")->type, GgmlType::kF32);
+  }
+}
+
+// --fast-weights: random codes with fixed scales. Every value finite and of the intended size
+// (its RMS within a factor of 3 of weight_stddev: the codes are uniform, not Gaussian), the
+// bytes deterministic, and a forward pass over such a file stays finite.
+TEST(TinyModel, FastWeightsAreFiniteSizedAndDeterministic) {
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
+                        GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ4_0, GgmlType::kQ4_1,
+                        GgmlType::kQ6_K, GgmlType::kQ5_K, GgmlType::kQ4_K}) {
+    SCOPED_TRACE(std::string(gguf::ggml_type_name(type)));
+    TinyModelSpec spec;
+    spec.n_embd = 256;
+    spec.n_ff = 512;
+    spec.n_layers = 1;
+    spec.weight_type = type;
+    spec.fast_weights = true;
+    const auto bytes = build_tiny_model(spec).to_bytes();
+    EXPECT_EQ(bytes, build_tiny_model(spec).to_bytes());
+    const auto file = gguf::GgufFile::from_bytes(bytes);
+    const auto* t = file.find_tensor("blk.0.ffn_up.weight");
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->type, type);
+    std::vector<float> got(t->n_elements);
+    quant::dequantize_row(type, file.tensor_data(*t).data(), got.data(),
+                          static_cast<int64_t>(got.size()));
+    double sum_sq = 0.0;
+    for (float v : got) {
+      ASSERT_TRUE(std::isfinite(v));
+      sum_sq += static_cast<double>(v) * v;
+    }
+    const double rms = std::sqrt(sum_sq / static_cast<double>(got.size()));
+    EXPECT_GT(rms, spec.weight_stddev / 3.0);
+    EXPECT_LT(rms, spec.weight_stddev * 3.0);
+    // Large chunked tensors (several chunks of blocks, several threads) are deterministic too.
+    EXPECT_EQ(fast_weight_bytes(type, 256 * 4096, 9, 0.05f),
+              fast_weight_bytes(type, 256 * 4096, 9, 0.05f));
+    // A forward pass over the file stays finite.
+    Transformer model(file, 1);
+    KvStorage kv(model.config(), 16, 2, kv::KvCacheType::kF16);
+    const std::vector<kv::BlockId> table = {0, 1};
+    const std::vector<int32_t> tokens = {1, 5, 9, 2, 7, 3, 4, 8};
+    kv::StepBatch batch;
+    batch.add_sequence(0, tokens, 0, table, 1);
+    std::vector<float> logits(static_cast<size_t>(model.n_vocab()));
+    model.forward(batch, kv, logits.data());
+    for (float v : logits) ASSERT_TRUE(std::isfinite(v));
   }
 }
 

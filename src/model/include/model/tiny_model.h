@@ -46,7 +46,17 @@ struct TinyModelSpec {
   float weight_stddev = 0.05f;
   TinyTokenizerKind tokenizer = TinyTokenizerKind::kByteLevelBpe;
   std::string chat_template;  // written as tokenizer.chat_template when not empty
+  // Speed runs of real shapes (a 7B in seconds, not the reference quantizer's hour): every
+  // matrix is random block bytes with fixed scales (values of about weight_stddev, no NaN or
+  // infinity), made on every core; the model computes nothing meaningful. Same spec and seed,
+  // same bytes, whatever the core count.
+  bool fast_weights = false;
 };
+
+// The bytes of n_elements values of `type` (a whole number of its blocks) as fast_weights makes
+// them: random quantized codes, each block's scales fixed so values stay near `stddev`.
+std::vector<uint8_t> fast_weight_bytes(gguf::GgmlType type, uint64_t n_elements, uint64_t seed,
+                                       float stddev);
 
 // The tokenizer vocabulary the spec produces (also what the file's tokenizer.ggml.* keys hold).
 struct TinyVocabulary {
