@@ -4,11 +4,12 @@
 #
 #   OUT=/some/dir bash scripts/cuda_device_check.sh      (the device tool sets $OUT)
 #
-# 1. Records the GPU (nvidia-smi) and uses build/release if it was carried and runs there, else
-#    builds `llmserve` and `test_cuda_conformance` with every core (needs cmake, ninja, the
-#    toolkit and the packages of scripts/install-deps.sh on that machine).
+# 1. Records the GPU (nvidia-smi) and uses the binaries scripts/cuda_carry.sh packed
+#    (build/cuda-carry.tar.xz, carried to the device) if they start there, else builds `llmserve`
+#    and `test_cuda_conformance` with every core (needs cmake, ninja, the toolkit and the
+#    packages of scripts/install-deps.sh on that machine).
 # 2. Runs the conformance tests (every kernel and the runner against the CPU): conformance.txt.
-# 3. Writes random-weight models in real shapes with `llmserve tiny-model` (the 0.5B and 1.5B
+# 3. Writes random-weight models in real shapes with `llmserve tiny-model --fast-weights` (the 0.5B and 1.5B
 #    shapes first, then Qwen2.5-7B and Llama-3-8B shapes while time is left) and runs
 #    `bench-model --device cuda` (decode as a fraction of the measured read bandwidth, prefill
 #    against the measured bf16 GEMM rate) and `bench-engine --device cuda` (batched generation,
@@ -38,14 +39,32 @@ phase() {
 
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || true
 note "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null)"
-bin=build/release/src/cli/llmserve
-conf=build/release/tests/test_cuda_conformance
-if ! { [[ -x $bin ]] && "$bin" inspect --help > /dev/null 2>&1 && [[ -x $conf ]]; }; then
+# Binaries: the carried ones (scripts/cuda_carry.sh) through their own loader and libraries,
+# else a build here.
+bin=()
+conf=()
+if [[ -f build/cuda-carry.tar.xz ]]; then
+  carry=$(mktemp -d)
+  tar -C "$carry" -xJf build/cuda-carry.tar.xz
+  c="$carry/cuda-carry"
+  loader=$(ls "$c"/lib/ld-linux-x86-64.so.* 2>/dev/null | head -1)
+  bin=("$loader" --library-path "$c/lib" "$c/bin/llmserve")
+  conf=("$loader" --library-path "$c/lib" "$c/bin/test_cuda_conformance")
+  if "${bin[@]}" inspect --help > /dev/null 2>&1; then
+    note "using the carried binaries"
+  else
+    note "the carried binaries do not start here"
+    bin=()
+  fi
+fi
+if (( ${#bin[@]} == 0 )); then
   phase build 300 bash -c "cmake --preset release > /dev/null && \
     cmake --build --preset release --parallel $(nproc) --target llmserve test_cuda_conformance" ||
     { note "no build: see build.txt"; exit 1; }
+  bin=(build/release/src/cli/llmserve)
+  conf=(build/release/tests/test_cuda_conformance)
 fi
-phase conformance 120 "$conf" --gtest_color=no
+phase conformance 120 "${conf[@]}" --gtest_color=no
 
 models="$out/models"
 mkdir -p "$models"
@@ -61,12 +80,12 @@ shapes=(
 for s in "${shapes[@]}"; do
   read -r name arch layers embd ff heads kv vocab type <<< "$s"
   f="$models/$name.gguf"
-  phase "tiny-$name" 150 "$bin" tiny-model --out "$f" --arch "$arch" --layers "$layers" \
+  phase "tiny-$name" 150 "${bin[@]}" tiny-model --out "$f" --arch "$arch" --layers "$layers" \
     --embd "$embd" --ff "$ff" --heads "$heads" --kv-heads "$kv" --vocab "$vocab" --ctx 4096 \
-    --type "$type" || continue
-  phase "bench-model-$name" 90 "$bin" bench-model -m "$f" --device cuda --prompt 512 --gen 128 \
+    --type "$type" --fast-weights || continue
+  phase "bench-model-$name" 90 "${bin[@]}" bench-model -m "$f" --device cuda --prompt 512 --gen 128 \
     -r 2 --bandwidth-mib 4096
-  phase "bench-engine-$name" 120 "$bin" bench-engine -m "$f" --device cuda \
+  phase "bench-engine-$name" 120 "${bin[@]}" bench-engine -m "$f" --device cuda \
     --concurrency 1,8,32,64,128,256 --prompt-len 128 --gen-len 64 --skip-prefix --skip-waste \
     --max-num-seqs 256 --max-num-batched-tokens 4096
   rm -f "$f"
