@@ -54,6 +54,7 @@ struct BenchModelOptions {
   int bandwidth_mib = 1024;
   std::string kv_cache_dtype = "auto";
   std::string device = "cpu";  // cpu, cuda or cuda:N
+  bool enforce_eager = false;
 };
 
 double seconds_since(Clock::time_point t) {
@@ -131,7 +132,7 @@ uint64_t weight_bytes_per_token(const gguf::GgufFile& file) {
 // rate (prefill: 2 FLOP per weight per token).
 int bench_model_cuda(const BenchModelOptions& opts, const std::filesystem::path& path,
                      const gguf::GgufFile& file, int device) {
-  auto runner = cuda::make_runner(file, cuda::RunnerOptions{device, 0.9});
+  auto runner = cuda::make_runner(file, cuda::RunnerOptions{device, 0.9, !opts.enforce_eager});
   const int32_t block_size = 16;
   const int32_t n_total = opts.n_prompt + opts.n_gen + 1;
   const kv::KvGroupLayout layout = runner->config().windowed_kv_layout();
@@ -197,6 +198,7 @@ int bench_model_cuda(const BenchModelOptions& opts, const std::filesystem::path&
     if (d.index == device) r["device_name"] = d.name;
   }
   r["kv_cache_dtype"] = "f16";
+  r["cuda_graphs"] = !opts.enforce_eager;
   r["prompt_tokens"] = opts.n_prompt;
   r["prompt_tokens_per_s"] = best_pp;
   r["prompt_matmul_flops_per_s"] = prefill_flops;
@@ -316,6 +318,8 @@ void add_bench_model_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--device", opts->device,
                   "cpu, cuda or cuda:N (on a GPU the floors are measured on the device)")
       ->capture_default_str();
+  cmd->add_flag("--enforce-eager", opts->enforce_eager,
+                "With --device cuda: no captured step graphs (every kernel launched alone)");
   cmd->add_option("--cache-dir", opts->cache_dir, "Cache root for registered models");
   cmd->callback([opts, &exit_code] { exit_code = bench_model(*opts); });
 }

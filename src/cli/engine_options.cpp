@@ -14,7 +14,7 @@ namespace llms::cli {
 
 engine::EngineConfig EngineOptions::to_config() const {
   engine::EngineConfig c;
-  set_device(device, gpu_memory_utilization, c);
+  set_device(device, c);
   c.block_size = block_size;
   if (!kv_cache_memory.empty()) {
     auto bytes = parse_byte_size(kv_cache_memory);
@@ -125,7 +125,7 @@ kv::KvCacheType parse_kv_cache_dtype(const std::string& name) {
 }
 
 void add_engine_options(CLI::App& cmd, EngineOptions& o) {
-  add_device_options(cmd, o.device, o.gpu_memory_utilization);
+  add_device_options(cmd, o.device);
   cmd.add_option("--block-size", o.block_size,
                  "KV block size in tokens (multiples of 8 take the SIMD attention path)")
       ->capture_default_str();
@@ -162,26 +162,28 @@ void add_engine_options(CLI::App& cmd, EngineOptions& o) {
   add_speculative_options(cmd, o.speculative);
 }
 
-void add_device_options(CLI::App& cmd, std::string& device, double& gpu_memory_utilization) {
-  cmd.add_option("--device", device,
+void add_device_options(CLI::App& cmd, DeviceOptions& o) {
+  cmd.add_option("--device", o.device,
                  "Where the model runs: cpu, cuda (the first GPU), cuda:N, or auto (cuda where "
                  "there is a GPU)")
       ->capture_default_str();
-  cmd.add_option("--gpu-memory-utilization", gpu_memory_utilization,
+  cmd.add_option("--gpu-memory-utilization", o.gpu_memory_utilization,
                  "With --device cuda: the share of the GPU's memory to use (weights, buffers and "
                  "the KV pool, which gets the rest)")
       ->capture_default_str();
+  cmd.add_flag("--enforce-eager", o.enforce_eager,
+               "With --device cuda: launch every kernel one by one (no captured step graphs)");
 }
 
-void set_device(const std::string& device, double gpu_memory_utilization,
-                engine::EngineConfig& config) {
-  parse_device(device, config);
-  if (!(gpu_memory_utilization > 0.0) || gpu_memory_utilization > 1.0) {
+void set_device(const DeviceOptions& o, engine::EngineConfig& config) {
+  parse_device(o.device, config);
+  if (!(o.gpu_memory_utilization > 0.0) || o.gpu_memory_utilization > 1.0) {
     throw Error(
         Error::Kind::kInvalidArgument,
-        fmt::format("--gpu-memory-utilization: {} is not in (0, 1]", gpu_memory_utilization));
+        fmt::format("--gpu-memory-utilization: {} is not in (0, 1]", o.gpu_memory_utilization));
   }
-  config.gpu_memory_utilization = gpu_memory_utilization;
+  config.gpu_memory_utilization = o.gpu_memory_utilization;
+  config.enforce_eager = o.enforce_eager;
 }
 
 void add_streaming_options(CLI::App& cmd, int64_t& window, int64_t& sinks) {

@@ -11,9 +11,17 @@
 
 namespace llms::cli {
 
-struct EngineOptions {
+// --device, --gpu-memory-utilization ((0, 1], as vLLM's) and --enforce-eager, for the engine's
+// commands and `run`; set_device() parses them into `config`, throwing
+// llms::Error(kInvalidArgument) naming the flag.
+struct DeviceOptions {
   std::string device = "cpu";  // cpu, cuda, cuda:N or auto
   double gpu_memory_utilization = 0.9;
+  bool enforce_eager = false;
+};
+
+struct EngineOptions {
+  DeviceOptions device;
   int32_t block_size = 16;
   std::string kv_cache_memory;  // bytes with an optional unit ("2GiB"); empty: a fraction
   std::string kv_cache_dtype = "auto";
@@ -45,11 +53,8 @@ void add_engine_options(CLI::App& cmd, EngineOptions& opts);
 // naming the flag for anything else. cuda without a GPU is refused later, by the engine, with
 // the reason (cuda/cuda_backend.h).
 void parse_device(const std::string& value, engine::EngineConfig& config);
-// --device and --gpu-memory-utilization ((0, 1], as vLLM's), for the engine's commands and `run`;
-// set_device() parses both into `config`, throwing llms::Error(kInvalidArgument) naming the flag.
-void add_device_options(CLI::App& cmd, std::string& device, double& gpu_memory_utilization);
-void set_device(const std::string& device, double gpu_memory_utilization,
-                engine::EngineConfig& config);
+void add_device_options(CLI::App& cmd, DeviceOptions& options);
+void set_device(const DeviceOptions& options, engine::EngineConfig& config);
 
 // --kv-cache-dtype: auto (f16), f16, f32, int8 or fp8 (and the aliases float16, half, float32,
 // float, fp16, fp32, fp8_e4m3), for the commands that hold a KV cache (the engine's and `run` /

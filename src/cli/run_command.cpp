@@ -45,8 +45,7 @@ struct RunOptions {
   bool ignore_eos = false;
   bool json = false;
   int threads = 0;
-  std::string device = "cpu";
-  double gpu_memory_utilization = 0.9;
+  DeviceOptions device;
   int32_t prefill_chunk = 512;
   std::string kv_cache_dtype = "auto";
   std::vector<std::string> stop;
@@ -66,7 +65,7 @@ int run(RunOptions opts) {
   if (opts.seed >= 0) opts.sampling.seed = static_cast<uint64_t>(opts.seed);
   opts.sampling.validate(1 << 30);  // the vocabulary is checked by the engine
   engine::EngineConfig config;
-  set_device(opts.device, opts.gpu_memory_utilization, config);
+  set_device(opts.device, config);
   config.speculative = opts.speculative.to_config();
   auto path = resolve_model(opts.model, opts.cache_dir);
   auto t_load = Clock::now();
@@ -202,7 +201,7 @@ void add_run_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--chat", opts->chat, "Wrap the prompt in the model's chat template");
   cmd->add_option("--system", opts->system, "System message (with --chat)");
   add_threads_option(*cmd, opts->threads);
-  add_device_options(*cmd, opts->device, opts->gpu_memory_utilization);
+  add_device_options(*cmd, opts->device);
   cmd->add_option("--chunk", opts->prefill_chunk, "Prefill chunk size in tokens");
   cmd->add_option("--temp,--temperature", opts->sampling.temperature, "0 = greedy");
   cmd->add_option("--top-k", opts->sampling.top_k, "0 = off");

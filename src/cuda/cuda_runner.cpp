@@ -49,9 +49,11 @@ size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 }  // namespace
 
 CudaRunner::CudaRunner(const gguf::GgufFile& file, const DeviceInfo& device,
-                       double gpu_memory_utilization, int64_t weight_slice_elements)
+                       double gpu_memory_utilization, bool use_graphs,
+                       int64_t weight_slice_elements)
     : device_(device),
       utilization_(gpu_memory_utilization),
+      use_graphs_(use_graphs),
       config_(config_on_device(device.index, file)),
       traits_(checked_traits(config_)),
       rope_(model::rope_frequencies(config_, config_.rope_freq_base, true)),
@@ -249,6 +251,7 @@ void CudaRunner::reserve(int32_t max_tokens, int32_t max_logit_rows) {
   if (max_tokens <= max_tokens_ && max_logit_rows <= max_logit_rows_) return;
   check(cudaSetDevice(device_.index), "cudaSetDevice");
   check(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize");
+  graphs_.clear();  // they point at the buffers about to be replaced
   max_tokens = std::max(max_tokens, max_tokens_);
   max_logit_rows = std::max(max_logit_rows, max_logit_rows_);
   const model::ModelConfig& c = config_;
@@ -319,7 +322,10 @@ void CudaRunner::copy_blocks(std::span<const kv::BlockCopy> copies) {
   const size_t n = copies.size();
   const size_t bytes = 2 * n * sizeof(int32_t);
   if (step_host_.bytes() < bytes) step_host_ = PinnedBuffer(bytes);
-  if (step_device_.bytes() < bytes) step_device_ = DeviceBuffer(bytes);
+  if (step_device_.bytes() < bytes) {
+    step_device_ = DeviceBuffer(bytes);
+    graphs_.clear();  // they read the old buffer
+  }
   auto* host = step_host_.get<int32_t>();
   for (size_t i = 0; i < n; ++i) {
     if (copies[i].src < 0 || copies[i].src >= n_pages_ || copies[i].dst < 0 ||
@@ -396,17 +402,22 @@ void CudaRunner::stage(const kv::StepBatch& batch, StepLayout& at) {
   at.slots = take(n);
   at.pages = take(n * n_groups);
   at.table_begin = take(batch.sequences.size());
-  at.tables = take(table_entries);
   at.logits_rows = take(batch.logits_rows.size());
   at.rope_cos = take(n * half);
   at.rope_sin = take(n * half);
   const bool local = !rope_local_.inv_freq.empty();
   at.rope_cos_local = local ? take(n * half) : at.rope_cos;
   at.rope_sin_local = local ? take(n * half) : at.rope_sin;
+  // The block tables last: every other offset depends only on the counts of tokens,
+  // sequences and logits rows, which is what a captured step graph is keyed by.
+  at.tables = take(table_entries);
   at.total = units;
   const size_t bytes = units * 4;
   if (step_host_.bytes() < bytes) step_host_ = PinnedBuffer(bytes * 2);
-  if (step_device_.bytes() < bytes) step_device_ = DeviceBuffer(bytes * 2);
+  if (step_device_.bytes() < bytes) {
+    step_device_ = DeviceBuffer(bytes * 2);
+    graphs_.clear();  // they read the old buffer
+  }
 
   auto* ints = step_host_.get<int32_t>();
   auto* floats = step_host_.get<float>();
@@ -482,7 +493,11 @@ model::LogitsView CudaRunner::execute(const kv::StepBatch& batch) {
   StepLayout at;
   try {
     stage(batch, at);
-    forward(batch, at);
+    if (use_graphs_ && n <= kMaxGraphTokens) {
+      launch_graph(batch, at);
+    } else {
+      forward(batch, at);
+    }
   } catch (...) {
     // Whatever was enqueued still reads the staging buffer: the next call (the engine re-runs
     // a failed step's sequences at once) must not rewrite it under a running copy.
@@ -491,6 +506,38 @@ model::LogitsView CudaRunner::execute(const kv::StepBatch& batch) {
   }
   check(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize (step)");
   return model::LogitsView{logits_host_.get<float>(), n_logits, n_out};
+}
+
+// A decode step of a few tokens is hundreds of short kernels: launched one by one, the host's
+// launch rate, not the GPU, would bound it. The first step of each shape (tokens, sequences,
+// logits rows) is captured into a graph, and later steps of that shape replay it with one
+// launch; their metadata sits at the same offsets of the same staging buffer (stage() puts the
+// variable-length block tables last), and every buffer the kernels touch stays where it was
+// (reserve() and a grown staging buffer drop the graphs).
+void CudaRunner::launch_graph(const kv::StepBatch& batch, const StepLayout& at) {
+  const GraphKey key{static_cast<int32_t>(batch.tokens.size()),
+                     static_cast<int32_t>(batch.sequences.size()),
+                     static_cast<int32_t>(batch.logits_rows.size())};
+  auto it = graphs_.find(key);
+  if (it == graphs_.end()) {
+    cudaGraph_t graph = nullptr;
+    check(cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal),
+          "cudaStreamBeginCapture");
+    try {
+      forward(batch, at);
+    } catch (...) {
+      cudaStreamEndCapture(stream_.get(), &graph);
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      throw;
+    }
+    check(cudaStreamEndCapture(stream_.get(), &graph), "cudaStreamEndCapture");
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    check(made, "cudaGraphInstantiate");
+    it = graphs_.emplace(key, GraphExec(exec)).first;
+  }
+  check(cudaGraphLaunch(it->second.get(), stream_.get()), "cudaGraphLaunch");
 }
 
 void CudaRunner::forward(const kv::StepBatch& batch, const StepLayout& at) {

@@ -15,7 +15,8 @@
 // Per step the host validates the batch (as the CPU runner does, before anything is written),
 // lays out the step's metadata (tokens, each token's sequence, cache slot and page per group,
 // the block tables, RoPE angles, logits rows) in one pinned buffer, copies it with one
-// transfer, enqueues the layers on one stream and waits for the logits rows.
+// transfer, enqueues the layers on one stream (steps of up to kMaxGraphTokens tokens as one
+// captured CUDA graph per shape) and waits for the logits rows.
 //
 // Not implemented yet, refused naming the feature: KV types other than f16, token trees
 // (copy_slots and tree batches), attention sinks (streaming_window) and attention-mass
@@ -23,8 +24,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "cublas.h"
@@ -45,9 +49,13 @@ class CudaRunner final : public model::ModelRunner {
   // slice of rows, so the scratch does not grow with the widest matrix.
   static constexpr int64_t kDefaultWeightSliceElements = int64_t{128} << 20;
 
+  // Steps of up to this many tokens run as captured CUDA graphs (use_graphs; cuda_runner.cpp).
+  static constexpr int32_t kMaxGraphTokens = kMaxGemvRows;
+
+  // use_graphs false: every kernel launched one by one (vLLM's --enforce-eager).
   // weight_slice_elements: the GEMM's slice (tests make it small to cover the slicing).
   CudaRunner(const gguf::GgufFile& file, const DeviceInfo& device, double gpu_memory_utilization,
-             int64_t weight_slice_elements = kDefaultWeightSliceElements);
+             bool use_graphs = true, int64_t weight_slice_elements = kDefaultWeightSliceElements);
   ~CudaRunner() override;
 
   const model::ModelConfig& config() const override { return config_; }
@@ -95,6 +103,7 @@ class CudaRunner final : public model::ModelRunner {
   // logits do not depend on its batch; and the GEMM path without cuBLAS).
   void gemv_rows(const DeviceMatrix& w, const float* x, int32_t m, float* y);
   void forward(const kv::StepBatch& batch, const StepLayout& at);
+  void launch_graph(const kv::StepBatch& batch, const StepLayout& at);
   void attention_block(size_t layer, int32_t n, const StepLayout& at);
   void feed_forward_block(size_t layer, int32_t n);
   KvLayerView kv_view(size_t layer) const;
@@ -103,8 +112,28 @@ class CudaRunner final : public model::ModelRunner {
     return reinterpret_cast<T*>(step_device_.get<uint8_t>() + offset);
   }
 
+  // An instantiated step graph, destroyed with the map entry.
+  class GraphExec {
+   public:
+    explicit GraphExec(cudaGraphExec_t exec) : exec_(exec) {}
+    ~GraphExec() {
+      if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    }
+    GraphExec(GraphExec&& o) noexcept : exec_(std::exchange(o.exec_, nullptr)) {}
+    GraphExec& operator=(GraphExec&&) = delete;
+    GraphExec(const GraphExec&) = delete;
+    GraphExec& operator=(const GraphExec&) = delete;
+    cudaGraphExec_t get() const { return exec_; }
+
+   private:
+    cudaGraphExec_t exec_ = nullptr;
+  };
+  using GraphKey = std::tuple<int32_t, int32_t, int32_t>;  // tokens, sequences, logits rows
+
   DeviceInfo device_;
   double utilization_;
+  bool use_graphs_;
+  std::map<GraphKey, GraphExec> graphs_;
   model::ModelConfig config_;
   model::ArchitectureTraits traits_;
   model::RopeFrequencies rope_;

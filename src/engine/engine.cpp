@@ -176,8 +176,9 @@ Engine::Impl::Impl(const gguf::GgufFile& file, const tokenizer::Tokenizer& token
 
 std::unique_ptr<model::ModelRunner> Engine::Impl::make_runner(const gguf::GgufFile& file) const {
   if (config.device == Device::kCuda) {
-    return cuda::make_runner(
-        file, cuda::RunnerOptions{config.cuda_device, config.gpu_memory_utilization});
+    return cuda::make_runner(file,
+                             cuda::RunnerOptions{config.cuda_device, config.gpu_memory_utilization,
+                                                 !config.enforce_eager});
   }
   return std::make_unique<model::CpuRunner>(file, pool);
 }

@@ -516,7 +516,7 @@ class TwinRunners {
       : bytes_(model::build_tiny_model(spec).to_bytes()),
         file_(gguf::GgufFile::from_bytes(bytes_)),
         cpu_(file_, std::make_shared<ThreadPool>(2)),
-        gpu_(file_, device, 0.5, slice_elements),
+        gpu_(file_, device, 0.5, /*use_graphs=*/true, slice_elements),
         layout_(cpu_.config().windowed_kv_layout()) {
     cpu_.allocate_kv(kBlock, kBlocks, kv::KvCacheType::kF16, layout_);
     gpu_.allocate_kv(kBlock, kBlocks, kv::KvCacheType::kF16, layout_);
@@ -706,6 +706,47 @@ TEST_F(CudaConformance, F32ModelInSmallStepsMatchesTheCpuTightly) {
     batch.add_sequence(0, tokens, cached, table, 8);
     twins.step(batch, 1e-6, "step " + std::to_string(step));
     cached += 8;
+  }
+}
+
+// Captured step graphs replay exactly the kernels an eager step launches: the same logits bit
+// for bit, step after step (each decode step of a shape replays the graph its first one made,
+// with new tokens, positions and a block table that grows a block every 16 tokens), and with
+// two sequences in a step (another shape, another graph).
+TEST_F(CudaConformance, StepGraphsGiveTheEagerStepsBitForBit) {
+  model::TinyModelSpec s;
+  s.architecture = "llama";
+  s.weight_type = GgmlType::kQ4_K;
+  s.n_embd = 256;
+  s.n_ff = 512;
+  s.n_layers = 2;
+  const auto bytes = model::build_tiny_model(s).to_bytes();
+  const gguf::GgufFile file = gguf::GgufFile::from_bytes(bytes);
+  CudaRunner graphs(file, device_, 0.5, /*use_graphs=*/true);
+  CudaRunner eager(file, device_, 0.5, /*use_graphs=*/false);
+  const kv::KvGroupLayout layout = graphs.config().windowed_kv_layout();
+  for (CudaRunner* r : {&graphs, &eager}) r->allocate_kv(16, 32, kv::KvCacheType::kF16, layout);
+  std::mt19937 rng(11);
+  std::vector<int32_t> cached = {0, 0};
+  auto run_both = [&](const kv::StepBatch& batch, const std::string& what) {
+    const model::LogitsView a = graphs.execute(batch);
+    const std::vector<float> got(a.data, a.data + static_cast<size_t>(a.n_rows) * a.n_vocab);
+    const model::LogitsView b = eager.execute(batch);
+    const std::vector<float> want(b.data, b.data + static_cast<size_t>(b.n_rows) * b.n_vocab);
+    ASSERT_EQ(got, want) << what;
+  };
+  for (int step = 0; step < 40; ++step) {
+    kv::StepBatch batch;
+    const int n_seqs = step < 20 ? 1 : 2;
+    for (int q = 0; q < n_seqs; ++q) {
+      const int32_t n_new = step == 0 || (step == 20 && q == 1) ? 12 : 1;  // prompts, then decode
+      std::vector<int32_t> tokens;
+      for (int i = 0; i < n_new; ++i) tokens.push_back(static_cast<int32_t>(rng() % 200) + 10);
+      const auto table = table_for(layout, 16 * q, cached[q] + n_new, cached[q]);
+      batch.add_sequence(q, tokens, cached[q], table, 1);
+      cached[q] += n_new;
+    }
+    run_both(batch, "step " + std::to_string(step));
   }
 }
 

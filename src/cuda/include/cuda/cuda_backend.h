@@ -47,6 +47,8 @@ struct RunnerOptions {
   // The share of the card's memory this runner may take in all (weights, step buffers and the
   // KV pool), as vLLM's --gpu-memory-utilization; in (0, 1].
   double gpu_memory_utilization = 0.9;
+  // false: every kernel launched one by one, no captured step graphs (vLLM's --enforce-eager).
+  bool use_graphs = true;
 };
 
 std::unique_ptr<model::ModelRunner> make_runner(const gguf::GgufFile& file,

@@ -55,6 +55,7 @@ struct EngineConfig {
   // With Device::kCuda: the share of the card's memory the engine may take (weights, step
   // buffers, KV pool), as vLLM's --gpu-memory-utilization; the KV pool gets what is left.
   double gpu_memory_utilization = 0.9;
+  bool enforce_eager = false;  // with Device::kCuda: no captured step graphs
   int32_t block_size = 16;
   // KV pool size: n_kv_blocks when > 0, else kv_cache_memory bytes when > 0, else
   // kv_memory_fraction of the memory available at start (capped at what max_num_seqs full-length
@@ -131,7 +132,7 @@ struct EngineStats {
 
 struct KvPoolInfo {
   std::string device = "cpu";  // where the pool lives: "cpu" or "cuda:N"
-  int32_t n_blocks = 0;  // pages of block_size tokens of one cache group's layers
+  int32_t n_blocks = 0;        // pages of block_size tokens of one cache group's layers
   int32_t block_size = 0;
   int32_t n_groups = 1;         // cache groups (kv/kv_groups.h)
   int32_t n_window_groups = 0;  // of them, sliding-window groups that give blocks back
