@@ -8,7 +8,9 @@
 #    (build/cuda-carry.tar.xz, carried to the device) if they start there, else builds `llmserve`
 #    and `test_cuda_conformance` with every core (needs cmake, ninja, the toolkit and the
 #    packages of scripts/install-deps.sh on that machine).
-# 2. Runs the conformance tests (every kernel and the runner against the CPU): conformance.txt.
+# 2. Runs the conformance tests (every kernel and the runner against the CPU): conformance.txt
+#    and .json; then the kernel timings (GEMV per weight type on 7B/8B-shaped matrices, decode
+#    attention, against the device's read bandwidth): kernel-timings.txt.
 # 3. Writes random-weight models in real shapes with `llmserve tiny-model --fast-weights` (the 0.5B and 1.5B
 #    shapes first, then Qwen2.5-7B and Llama-3-8B shapes while time is left) and runs
 #    `bench-model --device cuda` (decode as a fraction of the measured read bandwidth, prefill
@@ -64,7 +66,9 @@ if (( ${#bin[@]} == 0 )); then
   bin=(build/release/src/cli/llmserve)
   conf=(build/release/tests/test_cuda_conformance)
 fi
-phase conformance 120 "${conf[@]}" --gtest_color=no
+phase conformance 120 "${conf[@]}" --gtest_color=no --gtest_output="json:$out/conformance.json"
+LLMS_CUDA_TIMING=1 phase kernel-timings 60 "${conf[@]}" --gtest_color=no \
+  --gtest_filter='*KernelTimings*'
 
 models="$out/models"
 mkdir -p "$models"
