@@ -5,7 +5,7 @@
 #   OUT=/some/dir bash scripts/cuda_device_check.sh      (the device tool sets $OUT)
 #
 # 1. Records the GPU (nvidia-smi) and uses the binaries scripts/cuda_carry.sh packed
-#    (build/cuda-carry.tar.xz, carried to the device) if they start there, else builds `llmserve`
+#    (build/cuda-carry.tar.gz, carried to the device) if they start there, else builds `llmserve`
 #    and `test_cuda_conformance` with every core (needs cmake, ninja, the toolkit and the
 #    packages of scripts/install-deps.sh on that machine).
 # 2. Runs the conformance tests (every kernel and the runner against the CPU): conformance.txt
@@ -40,18 +40,22 @@ phase() {
 }
 
 nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || true
-note "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null)"
+note "gpu, memory, driver: $(nvidia-smi --query-gpu=name,memory.total,driver_version \
+  --format=csv,noheader 2>/dev/null) (the build needs a driver for CUDA 13.0, R580 or newer)"
 # Binaries: the carried ones (scripts/cuda_carry.sh) through their own loader and libraries,
 # else a build here.
 bin=()
 conf=()
-if [[ -f build/cuda-carry.tar.xz ]]; then
+if [[ -f build/cuda-carry.tar.gz ]]; then
   carry=$(mktemp -d)
-  tar -C "$carry" -xJf build/cuda-carry.tar.xz
+  tar -C "$carry" -xzf build/cuda-carry.tar.gz
   c="$carry/cuda-carry"
   loader=$(ls "$c"/lib/ld-linux-x86-64.so.* 2>/dev/null | head -1)
-  bin=("$loader" --library-path "$c/lib" "$c/bin/llmserve")
-  conf=("$loader" --library-path "$c/lib" "$c/bin/test_cuda_conformance")
+  # The carried libraries first, then what the machine's own LD_LIBRARY_PATH names (where a
+  # container may keep the driver's libcuda).
+  libs="$c/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  bin=("$loader" --library-path "$libs" "$c/bin/llmserve")
+  conf=("$loader" --library-path "$libs" "$c/bin/test_cuda_conformance")
   if "${bin[@]}" inspect --help > /dev/null 2>&1; then
     note "using the carried binaries"
   else
@@ -66,12 +70,14 @@ if (( ${#bin[@]} == 0 )); then
   bin=(build/release/src/cli/llmserve)
   conf=(build/release/tests/test_cuda_conformance)
 fi
-phase conformance 120 "${conf[@]}" --gtest_color=no --gtest_output="json:$out/conformance.json"
-LLMS_CUDA_TIMING=1 phase kernel-timings 60 "${conf[@]}" --gtest_color=no \
+# LLMS_REQUIRE_GPU=1: a GPU the binaries cannot use fails the tests instead of skipping them.
+LLMS_REQUIRE_GPU=1 phase conformance 120 "${conf[@]}" --gtest_color=no \
+  --gtest_output="json:$out/conformance.json"
+LLMS_REQUIRE_GPU=1 LLMS_CUDA_TIMING=1 phase kernel-timings 60 "${conf[@]}" --gtest_color=no \
   --gtest_filter='*KernelTimings*'
 
-models="$out/models"
-mkdir -p "$models"
+# Models outside $OUT: a run cut off mid-shape must not leave gigabytes where results go back.
+models=$(mktemp -d)
 # name arch layers embd ff heads kv_heads vocab type
 shapes=(
   "qwen0.5b-q8_0 qwen2 24 896 4864 14 2 151936 q8_0"
@@ -94,4 +100,5 @@ for s in "${shapes[@]}"; do
     --max-num-seqs 256 --max-num-batched-tokens 4096
   rm -f "$f"
 done
+rm -rf "$models"
 note "done"

@@ -298,6 +298,7 @@ void CudaRunner::limit_output_rows(int32_t n) {
   if (n < 1) throw Error(Error::Kind::kInvalidArgument, "output rows must be >= 1");
   const int64_t rounded = (static_cast<int64_t>(n) + 15) / 16 * 16;
   output_.n_rows = std::min(rounded, output_rows_);
+  graphs_.clear();  // they multiply by the old number of rows
 }
 
 void CudaRunner::set_streaming_attention(int64_t window, int64_t sinks) {
@@ -500,8 +501,10 @@ model::LogitsView CudaRunner::execute(const kv::StepBatch& batch) {
     }
   } catch (...) {
     // Whatever was enqueued still reads the staging buffer: the next call (the engine re-runs
-    // a failed step's sequences at once) must not rewrite it under a running copy.
+    // a failed step's sequences at once) must not rewrite it under a running copy. The
+    // runtime's last error is cleared so the next step's first check does not report this one.
     cudaStreamSynchronize(stream_.get());
+    (void)cudaGetLastError();
     throw;
   }
   check(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize (step)");
@@ -518,6 +521,10 @@ void CudaRunner::launch_graph(const kv::StepBatch& batch, const StepLayout& at) 
   const GraphKey key{static_cast<int32_t>(batch.tokens.size()),
                      static_cast<int32_t>(batch.sequences.size()),
                      static_cast<int32_t>(batch.logits_rows.size())};
+  if (eager_keys_.contains(key)) {
+    forward(batch, at);
+    return;
+  }
   auto it = graphs_.find(key);
   if (it == graphs_.end()) {
     cudaGraph_t graph = nullptr;
@@ -526,18 +533,29 @@ void CudaRunner::launch_graph(const kv::StepBatch& batch, const StepLayout& at) 
     try {
       forward(batch, at);
     } catch (...) {
+      // The step itself failed (not the capture): end the capture, clear the error it leaves
+      // and report the step's.
       cudaStreamEndCapture(stream_.get(), &graph);
       if (graph != nullptr) cudaGraphDestroy(graph);
+      (void)cudaGetLastError();
       throw;
     }
-    check(cudaStreamEndCapture(stream_.get(), &graph), "cudaStreamEndCapture");
     cudaGraphExec_t exec = nullptr;
-    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
-    check(made, "cudaGraphInstantiate");
+    cudaError_t made = cudaStreamEndCapture(stream_.get(), &graph);
+    if (made == cudaSuccess) made = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    if (made != cudaSuccess) {
+      // This shape cannot be captured here: it runs eagerly from now on (the kernels were only
+      // recorded, not run, so the step runs now).
+      (void)cudaGetLastError();
+      eager_keys_.insert(key);
+      forward(batch, at);
+      return;
+    }
     it = graphs_.emplace(key, GraphExec(exec)).first;
   }
   check(cudaGraphLaunch(it->second.get(), stream_.get()), "cudaGraphLaunch");
+  ++graph_launches_;
 }
 
 void CudaRunner::forward(const kv::StepBatch& batch, const StepLayout& at) {

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <span>
 #include <tuple>
 #include <utility>
@@ -74,6 +75,9 @@ class CudaRunner final : public model::ModelRunner {
   void copy_blocks(std::span<const kv::BlockCopy> copies) override;
   void copy_slots(std::span<const kv::SlotCopy> copies) override;
   model::LogitsView execute(const kv::StepBatch& batch) override;
+
+  // Steps run by replaying a captured graph so far (tests check that graphs are really used).
+  int64_t graph_launches() const { return graph_launches_; }
 
  private:
   struct Layer {
@@ -133,7 +137,6 @@ class CudaRunner final : public model::ModelRunner {
   DeviceInfo device_;
   double utilization_;
   bool use_graphs_;
-  std::map<GraphKey, GraphExec> graphs_;
   model::ModelConfig config_;
   model::ArchitectureTraits traits_;
   model::RopeFrequencies rope_;
@@ -168,6 +171,11 @@ class CudaRunner final : public model::ModelRunner {
   // copy_blocks(), a throw included, waits for it).
   PinnedBuffer step_host_;
   DeviceBuffer step_device_;
+
+  // Captured step graphs (declared last: destroyed before the buffers they point at).
+  std::map<GraphKey, GraphExec> graphs_;
+  std::set<GraphKey> eager_keys_;  // shapes whose capture failed here: run eagerly
+  int64_t graph_launches_ = 0;
 };
 
 }  // namespace llms::cuda

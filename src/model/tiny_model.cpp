@@ -278,9 +278,13 @@ struct SplitMix {
 }  // namespace
 
 std::vector<uint8_t> fast_weight_bytes(GgmlType type, uint64_t n_elements, uint64_t seed,
-                                       float stddev) {
+                                       float stddev, unsigned n_threads) {
   const gguf::GgmlTypeInfo& info = gguf::ggml_type_info(type);
   if (n_elements % info.block_size != 0) bad_spec("fast weights: not a whole number of blocks");
+  const bool plain = type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16;
+  if (!plain && block_scales(type).d_offset < 0) {
+    bad_spec("fast weights: no fast fill for " + std::string(gguf::ggml_type_name(type)));
+  }
   const uint64_t n_blocks = n_elements / info.block_size;
   std::vector<uint8_t> bytes(n_blocks * info.type_size);
   const BlockScales scales = block_scales(type);
@@ -322,12 +326,14 @@ std::vector<uint8_t> fast_weight_bytes(GgmlType type, uint64_t n_elements, uint6
       }
     }
   };
-  const unsigned n_threads =
-      n_chunks < 2 ? 1u
-                   : std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()),
-                                        static_cast<unsigned>(std::min<uint64_t>(n_chunks, 256)));
+  if (n_threads == 0) n_threads = std::max(1u, std::thread::hardware_concurrency());
+  n_threads = static_cast<unsigned>(std::min<uint64_t>({n_threads, n_chunks, 256}));
   std::vector<std::thread> threads;
-  for (unsigned t = 1; t < n_threads; ++t) threads.emplace_back(work);
+  try {
+    for (unsigned t = 1; t < n_threads; ++t) threads.emplace_back(work);
+  } catch (...) {
+    // No more threads to be had: the ones started and this one finish the chunks.
+  }
   work();
   for (std::thread& t : threads) t.join();
   return bytes;

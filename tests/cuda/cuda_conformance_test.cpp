@@ -42,6 +42,12 @@ class CudaConformance : public ::testing::Test {
   DeviceInfo device_;
   void SetUp() override {
     const Probe p = probe();
+    // The device run sets LLMS_REQUIRE_GPU=1: there a missing GPU (an old driver, a libcuda
+    // the runtime cannot load) is a failure, not a skip that would pass for a clean run.
+    const char* require = std::getenv("LLMS_REQUIRE_GPU");
+    if (p.devices.empty() && require != nullptr && std::string(require) == "1") {
+      FAIL() << "LLMS_REQUIRE_GPU=1 and no GPU: " << p.why_none;
+    }
     if (p.devices.empty()) GTEST_SKIP() << "no GPU: " << p.why_none;
     if (p.devices[0].compute_major < 8) {
       GTEST_SKIP() << p.devices[0].name << " has compute capability " << p.devices[0].compute_major
@@ -515,11 +521,14 @@ TEST_F(CudaConformance, CopyPagesCopiesEveryMember) {
 // break).
 class TwinRunners {
  public:
-  TwinRunners(const model::TinyModelSpec& spec, const DeviceInfo& device, int64_t slice_elements)
+  // use_graphs: small steps replay captured graphs (some tests run eagerly, so a graph bug and
+  // a kernel bug show apart).
+  TwinRunners(const model::TinyModelSpec& spec, const DeviceInfo& device, bool use_graphs,
+              int64_t slice_elements)
       : bytes_(model::build_tiny_model(spec).to_bytes()),
         file_(gguf::GgufFile::from_bytes(bytes_)),
         cpu_(file_, std::make_shared<ThreadPool>(2)),
-        gpu_(file_, device, 0.5, /*use_graphs=*/true, slice_elements),
+        gpu_(file_, device, 0.5, use_graphs, slice_elements),
         layout_(cpu_.config().windowed_kv_layout()) {
     cpu_.allocate_kv(kBlock, kBlocks, kv::KvCacheType::kF16, layout_);
     gpu_.allocate_kv(kBlock, kBlocks, kv::KvCacheType::kF16, layout_);
@@ -614,7 +623,7 @@ class CudaEndToEnd : public CudaConformance, public ::testing::WithParamInterfac
 // matrix takes several), then 24 greedy steps fed the CPU's tokens; Gemma 3's windowed layers
 // get their early blocks given back as decoding passes them.
 TEST_P(CudaEndToEnd, GreedyStepsMatchTheCpuRunner) {
-  TwinRunners twins(spec(), device_, /*slice_elements=*/4096);
+  TwinRunners twins(spec(), device_, /*use_graphs=*/true, /*slice_elements=*/4096);
   std::mt19937 rng(3);
   std::vector<int32_t> step_tokens;
   for (int i = 0; i < 40; ++i) step_tokens.push_back(static_cast<int32_t>(rng() % 200) + 10);
@@ -630,13 +639,14 @@ TEST_P(CudaEndToEnd, GreedyStepsMatchTheCpuRunner) {
     cached = n_ctx;
     step_tokens = {tops[0]};
   }
+  EXPECT_GT(twins.gpu().graph_launches(), 0) << "the decode steps did not replay a graph";
 }
 
 // Two sequences in one step: one prefilling in chunks with its last three rows asked for, one
 // decoding; then the decoding one forks its last block (copy-on-write) and goes on from the
 // copy. A step of more than 8 logits rows takes the output matrix 8 rows at a time.
 TEST_P(CudaEndToEnd, MixedBatchesAndBlockCopiesMatchTheCpuRunner) {
-  TwinRunners twins(spec(), device_, CudaRunner::kDefaultWeightSliceElements);
+  TwinRunners twins(spec(), device_, /*use_graphs=*/false, CudaRunner::kDefaultWeightSliceElements);
   const kv::KvGroupLayout& layout = twins.layout();
   std::mt19937 rng(5);
   auto random_tokens = [&](int n) {
@@ -698,7 +708,7 @@ TEST_F(CudaConformance, F32ModelInSmallStepsMatchesTheCpuTightly) {
   model::TinyModelSpec s;
   s.architecture = "qwen2";
   s.n_layers = 3;
-  TwinRunners twins(s, device_, CudaRunner::kDefaultWeightSliceElements);
+  TwinRunners twins(s, device_, /*use_graphs=*/true, CudaRunner::kDefaultWeightSliceElements);
   std::mt19937 rng(7);
   int32_t cached = 0;
   for (int step = 0; step < 8; ++step) {
@@ -749,8 +759,11 @@ TEST_F(CudaConformance, StepGraphsGiveTheEagerStepsBitForBit) {
       batch.add_sequence(q, tokens, cached[q], table, 1);
       cached[q] += n_new;
     }
-    run_both(batch, "step " + std::to_string(step));
+    ASSERT_NO_FATAL_FAILURE(run_both(batch, "step " + std::to_string(step)));
   }
+  // Every step of up to 8 tokens but the first of each shape replayed a graph.
+  EXPECT_GE(graphs.graph_launches(), 30);
+  EXPECT_EQ(eager.graph_launches(), 0);
 }
 
 // Kernel timings for the device run (LLMS_CUDA_TIMING=1; skipped otherwise, and never an
@@ -817,8 +830,8 @@ TEST_F(CudaConformance, KernelTimings) {
     const int32_t pages = n_seqs * ctx / block;
     DeviceBuffer k(static_cast<size_t>(pages) * kv_heads * block * dim * sizeof(uint16_t));
     DeviceBuffer v(k.bytes());
-    check(cudaMemset(k.get(), 0x2c, k.bytes()), "cudaMemset");
-    check(cudaMemset(v.get(), 0x2c, v.bytes()), "cudaMemset");
+    check(cudaMemsetAsync(k.get(), 0x2c, k.bytes(), stream.get()), "cudaMemsetAsync");
+    check(cudaMemsetAsync(v.get(), 0x2c, v.bytes(), stream.get()), "cudaMemsetAsync");
     std::vector<int32_t> seq(n_seqs);
     std::vector<int32_t> pos(n_seqs, ctx - 1);
     std::vector<int32_t> begin(n_seqs);

@@ -178,9 +178,10 @@ TEST(TinyModel, FastWeightsAreFiniteSizedAndDeterministic) {
     const double rms = std::sqrt(sum_sq / static_cast<double>(got.size()));
     EXPECT_GT(rms, spec.weight_stddev / 3.0);
     EXPECT_LT(rms, spec.weight_stddev * 3.0);
-    // Large chunked tensors (several chunks of blocks, several threads) are deterministic too.
-    EXPECT_EQ(fast_weight_bytes(type, 256 * 4096, 9, 0.05f),
-              fast_weight_bytes(type, 256 * 4096, 9, 0.05f));
+    // Several chunks of blocks (3 whole ones and a part) give the same bytes on 1 thread and
+    // on 4.
+    const uint64_t n = uint64_t{3 * 4096 + 1} * gguf::ggml_type_info(type).block_size;
+    EXPECT_EQ(fast_weight_bytes(type, n, 9, 0.05f, 1), fast_weight_bytes(type, n, 9, 0.05f, 4));
     // A forward pass over the file stays finite.
     Transformer model(file, 1);
     KvStorage kv(model.config(), 16, 2, kv::KvCacheType::kF16);
@@ -191,6 +192,12 @@ TEST(TinyModel, FastWeightsAreFiniteSizedAndDeterministic) {
     std::vector<float> logits(static_cast<size_t>(model.n_vocab()));
     model.forward(batch, kv, logits.data());
     for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  }
+}
+
+TEST(TinyModel, FastWeightsRefuseTypesWithoutAFill) {
+  for (GgmlType type : {GgmlType::kQ8_1, GgmlType::kQ8_K}) {
+    EXPECT_THROW(fast_weight_bytes(type, 256, 1, 0.05f), Error) << gguf::ggml_type_name(type);
   }
 }
 

@@ -54,9 +54,11 @@ struct TinyModelSpec {
 };
 
 // The bytes of n_elements values of `type` (a whole number of its blocks) as fast_weights makes
-// them: random quantized codes, each block's scales fixed so values stay near `stddev`.
+// them: random quantized codes, each block's scales fixed so values stay near `stddev`, made on
+// n_threads threads (0: every core). Throws llms::Error(kInvalidArgument) for a type it has no
+// fill for (Q8_1, Q8_K).
 std::vector<uint8_t> fast_weight_bytes(gguf::GgmlType type, uint64_t n_elements, uint64_t seed,
-                                       float stddev);
+                                       float stddev, unsigned n_threads = 0);
 
 // The tokenizer vocabulary the spec produces (also what the file's tokenizer.ggml.* keys hold).
 struct TinyVocabulary {
