@@ -27,23 +27,6 @@ model::ModelConfig config_on_device(int device, const gguf::GgufFile& file) {
   return model::ModelConfig::from_gguf(file);
 }
 
-const model::ArchitectureTraits& checked_traits(const model::ModelConfig& c) {
-  const model::ArchitectureTraits& traits = model::architecture_traits(c.architecture);
-  if (!c.unsupported.empty()) {
-    std::string what;
-    for (const auto& u : c.unsupported) what += (what.empty() ? "" : "; ") + u;
-    throw Error(
-        Error::Kind::kUnsupported,
-        "model '" + c.architecture + "' uses what the forward pass does not implement: " + what);
-  }
-  return traits;
-}
-
-bool has_local_rope(const model::ModelConfig& c, const model::ArchitectureTraits& t) {
-  return t.local_rope_base > 0.0f &&
-         std::find(c.is_sliding.begin(), c.is_sliding.end(), true) != c.is_sliding.end();
-}
-
 size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 }  // namespace
@@ -55,9 +38,9 @@ CudaRunner::CudaRunner(const gguf::GgufFile& file, const DeviceInfo& device,
       utilization_(gpu_memory_utilization),
       use_graphs_(use_graphs),
       config_(config_on_device(device.index, file)),
-      traits_(checked_traits(config_)),
+      traits_(model::runnable_traits(config_)),
       rope_(model::rope_frequencies(config_, config_.rope_freq_base, true)),
-      rope_local_(has_local_rope(config_, traits_)
+      rope_local_(model::has_local_rope(config_, traits_)
                       ? model::rope_frequencies(config_, traits_.local_rope_base, false)
                       : model::RopeFrequencies{}),
       weight_slice_limit_(std::max<int64_t>(1, weight_slice_elements)) {

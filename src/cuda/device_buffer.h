@@ -11,25 +11,39 @@
 
 namespace llms::cuda {
 
-// Device memory of `bytes` (uninitialized). Empty when bytes == 0.
-class DeviceBuffer {
+// Where a buffer lives: device memory, or page-locked host memory (copies from and to it run
+// asynchronously at full link speed).
+struct DeviceMemory {
+  static constexpr const char* kAllocator = "cudaMalloc";
+  static cudaError_t allocate(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
+  static void release(void* p) { cudaFree(p); }
+};
+struct PinnedMemory {
+  static constexpr const char* kAllocator = "cudaMallocHost";
+  static cudaError_t allocate(void** p, size_t bytes) { return cudaMallocHost(p, bytes); }
+  static void release(void* p) { cudaFreeHost(p); }
+};
+
+// `bytes` of Memory's kind (uninitialized). Empty when bytes == 0.
+template <class Memory>
+class CudaBuffer {
  public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes > 0) check(cudaMalloc(&data_, bytes), "cudaMalloc");
+  CudaBuffer() = default;
+  explicit CudaBuffer(size_t bytes) : bytes_(bytes) {
+    if (bytes > 0) check(Memory::allocate(&data_, bytes), Memory::kAllocator);
   }
-  ~DeviceBuffer() {
-    if (data_ != nullptr) cudaFree(data_);
+  ~CudaBuffer() {
+    if (data_ != nullptr) Memory::release(data_);
   }
-  DeviceBuffer(DeviceBuffer&& o) noexcept
+  CudaBuffer(CudaBuffer&& o) noexcept
       : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  CudaBuffer& operator=(CudaBuffer&& o) noexcept {
     std::swap(data_, o.data_);
     std::swap(bytes_, o.bytes_);
     return *this;
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  CudaBuffer(const CudaBuffer&) = delete;
+  CudaBuffer& operator=(const CudaBuffer&) = delete;
 
   template <class T = void>
   T* get() const {
@@ -42,36 +56,8 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// Page-locked host memory: copies from and to it run asynchronously at full link speed.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  explicit PinnedBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes > 0) check(cudaMallocHost(&data_, bytes), "cudaMallocHost");
-  }
-  ~PinnedBuffer() {
-    if (data_ != nullptr) cudaFreeHost(data_);
-  }
-  PinnedBuffer(PinnedBuffer&& o) noexcept
-      : data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-    std::swap(data_, o.data_);
-    std::swap(bytes_, o.bytes_);
-    return *this;
-  }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-  template <class T = void>
-  T* get() const {
-    return static_cast<T*>(data_);
-  }
-  size_t bytes() const { return bytes_; }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
+using DeviceBuffer = CudaBuffer<DeviceMemory>;
+using PinnedBuffer = CudaBuffer<PinnedMemory>;
 
 class Stream {
  public:

@@ -21,25 +21,6 @@ kernels::RopeMode rope_mode(RopeLayout layout) {
   return layout == RopeLayout::kHalves ? kernels::RopeMode::kNeox : kernels::RopeMode::kNormal;
 }
 
-// The family's traits, once the configuration has been checked for what the forward pass does
-// not implement: refused here, before any weight is read, naming each thing.
-const ArchitectureTraits& checked_traits(const ModelConfig& c) {
-  const ArchitectureTraits& traits = architecture_traits(c.architecture);
-  if (!c.unsupported.empty()) {
-    std::string what;
-    for (const auto& u : c.unsupported) what += (what.empty() ? "" : "; ") + u;
-    throw Error(
-        Error::Kind::kUnsupported,
-        "model '" + c.architecture + "' uses what the forward pass does not implement: " + what);
-  }
-  return traits;
-}
-
-bool has_local_rope(const ModelConfig& c, const ArchitectureTraits& t) {
-  return t.local_rope_base > 0.0f &&
-         std::find(c.is_sliding.begin(), c.is_sliding.end(), true) != c.is_sliding.end();
-}
-
 }  // namespace
 
 Transformer::Transformer(const gguf::GgufFile& file, int n_threads, WeightMode mode)
@@ -48,7 +29,7 @@ Transformer::Transformer(const gguf::GgufFile& file, int n_threads, WeightMode m
 Transformer::Transformer(const gguf::GgufFile& file, std::shared_ptr<ThreadPool> pool,
                          WeightMode mode)
     : config_(ModelConfig::from_gguf(file)),
-      traits_(checked_traits(config_)),
+      traits_(runnable_traits(config_)),
       rope_(rope_frequencies(config_, config_.rope_freq_base, true)),
       rope_local_(has_local_rope(config_, traits_)
                       ? rope_frequencies(config_, traits_.local_rope_base, false)
