@@ -1,0 +1,295 @@
+// The CUDA runner end to end against the CPU runner on tiny models of each family: the same
+// batches to both, every logits row compared, and captured step graphs against eager steps.
+// Needs an NVIDIA GPU: without one every test skips and says why (cuda::probe()).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_runner.h"
+#include "cuda_test_support.h"
+#include "gguf/gguf_file.h"
+#include "kv/kv_cache_manager.h"
+#include "kv/step_batch.h"
+#include "model/cpu_runner.h"
+#include "model/tiny_model.h"
+
+namespace llms::cuda {
+namespace {
+
+using namespace testing_support;
+
+// End to end: the CUDA runner against the CPU runner on the same tiny model and the same
+// batches. The runners sit side by side; every step goes to both and every logits row is
+// compared: within a normalized error `tolerance` (1e-3 leaves room for bf16 GEMM products in
+// steps of more than 8 tokens and the CPU's 8-bit activations on quantized weights), and the
+// argmax too unless the CPU's top two are within 5 % of the row's RMS (a tie either rounding may
+// break).
+class TwinRunners {
+ public:
+  // use_graphs: small steps replay captured graphs (some tests run eagerly, so a graph bug and
+  // a kernel bug show apart).
+  TwinRunners(const model::TinyModelSpec& spec, const DeviceInfo& device, bool use_graphs,
+              int64_t slice_elements)
+      : bytes_(model::build_tiny_model(spec).to_bytes()),
+        file_(gguf::GgufFile::from_bytes(bytes_)),
+        cpu_(file_, std::make_shared<ThreadPool>(2)),
+        gpu_(file_, device, 0.5, use_graphs, slice_elements),
+        layout_(cpu_.config().windowed_kv_layout()) {
+    cpu_.allocate_kv(kBlock, kBlocks, kv::KvCacheType::kF16, layout_);
+    gpu_.allocate_kv(kBlock, kBlocks, kv::KvCacheType::kF16, layout_);
+  }
+  static constexpr int32_t kBlock = 16;
+  static constexpr int32_t kBlocks = 64;
+
+  const kv::KvGroupLayout& layout() const { return layout_; }
+  model::CpuRunner& cpu() { return cpu_; }
+  CudaRunner& gpu() { return gpu_; }
+
+  // Runs `batch` on both; returns the CPU's argmax of each row.
+  std::vector<int32_t> step(const kv::StepBatch& batch, double tolerance, const std::string& what) {
+    const model::LogitsView a = cpu_.execute(batch);
+    std::vector<std::vector<float>> want;
+    for (int32_t r = 0; r < a.n_rows; ++r) want.emplace_back(a.row(r).begin(), a.row(r).end());
+    const model::LogitsView b = gpu_.execute(batch);
+    EXPECT_EQ(b.n_rows, a.n_rows) << what;
+    EXPECT_EQ(b.n_vocab, a.n_vocab) << what;
+    std::vector<int32_t> tops;
+    for (int32_t r = 0; r < std::min(a.n_rows, b.n_rows); ++r) {
+      const std::vector<float> got(b.row(r).begin(), b.row(r).end());
+      const std::vector<float>& w = want[static_cast<size_t>(r)];
+      EXPECT_LT(nmse(got, w), tolerance) << what << " row " << r;
+      double rms = 0.0;
+      for (float v : w) rms += static_cast<double>(v) * v;
+      rms = std::sqrt(rms / static_cast<double>(w.size()));
+      std::vector<float> sorted = w;
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+      const auto cpu_top = static_cast<int32_t>(std::max_element(w.begin(), w.end()) - w.begin());
+      const auto gpu_top =
+          static_cast<int32_t>(std::max_element(got.begin(), got.end()) - got.begin());
+      if (sorted[0] - sorted[1] > 0.05 * rms) {
+        EXPECT_EQ(gpu_top, cpu_top) << what << " row " << r;
+      }
+      tops.push_back(cpu_top);
+    }
+    return tops;
+  }
+
+ private:
+  std::vector<uint8_t> bytes_;
+  gguf::GgufFile file_;
+  model::CpuRunner cpu_;
+  CudaRunner gpu_;
+  kv::KvGroupLayout layout_;
+};
+
+// A sequence's block table: pages first_page, first_page + 1, ... interleaved per cache group,
+// with a windowed group's blocks wholly before position `lowest_query`'s window given back.
+std::vector<kv::BlockId> table_for(const kv::KvGroupLayout& layout, int32_t first_page,
+                                   int32_t n_context, int32_t lowest_query) {
+  const int32_t groups = layout.n_groups();
+  const int32_t blocks = (n_context + TwinRunners::kBlock - 1) / TwinRunners::kBlock;
+  std::vector<kv::BlockId> table;
+  for (int32_t b = 0; b < blocks; ++b) {
+    for (int32_t g = 0; g < groups; ++g) {
+      const int64_t window = layout.window(g);
+      const bool before_window =
+          window > 0 && (b + 1) * TwinRunners::kBlock <= lowest_query - window + 1;
+      table.push_back(before_window ? kv::kNoBlock : first_page + b * groups + g);
+    }
+  }
+  return table;
+}
+
+struct EndToEndCase {
+  std::string architecture;
+  GgmlType type;
+  uint32_t n_embd;
+  uint32_t n_layers;
+};
+
+class CudaEndToEnd : public CudaConformance, public ::testing::WithParamInterface<EndToEndCase> {
+ protected:
+  model::TinyModelSpec spec() const {
+    const EndToEndCase& p = GetParam();
+    model::TinyModelSpec s;
+    s.architecture = p.architecture;
+    s.weight_type = p.type;
+    s.n_embd = p.n_embd;
+    s.n_ff = 2 * p.n_embd;
+    s.n_heads = 4;
+    s.n_kv_heads = 2;
+    s.n_layers = p.n_layers;
+    s.sliding_window = p.architecture == "gemma3" ? 16 : 0;
+    return s;
+  }
+};
+
+// A 40-token prompt in one step (the GEMM path, its slices small enough that every layer
+// matrix takes several), then 24 greedy steps fed the CPU's tokens; Gemma 3's windowed layers
+// get their early blocks given back as decoding passes them.
+TEST_P(CudaEndToEnd, GreedyStepsMatchTheCpuRunner) {
+  TwinRunners twins(spec(), device_, /*use_graphs=*/true, /*slice_elements=*/4096);
+  std::mt19937 rng(3);
+  std::vector<int32_t> step_tokens;
+  for (int i = 0; i < 40; ++i) step_tokens.push_back(static_cast<int32_t>(rng() % 200) + 10);
+  int32_t cached = 0;
+  for (int step = 0; step < 25; ++step) {
+    kv::StepBatch batch;
+    batch.n_kv_groups = twins.layout().n_groups();
+    const int32_t n_ctx = cached + static_cast<int32_t>(step_tokens.size());
+    const auto table = table_for(twins.layout(), 0, n_ctx, cached);
+    batch.add_sequence(0, step_tokens, cached, table, 1);
+    const auto tops = twins.step(batch, 1e-3, "step " + std::to_string(step));
+    ASSERT_EQ(tops.size(), 1u);
+    cached = n_ctx;
+    step_tokens = {tops[0]};
+  }
+  EXPECT_GT(twins.gpu().graph_launches(), 0) << "the decode steps did not replay a graph";
+}
+
+// Two sequences in one step: one prefilling in chunks with its last three rows asked for, one
+// decoding; then the decoding one forks its last block (copy-on-write) and goes on from the
+// copy. A step of more than 8 logits rows takes the output matrix 8 rows at a time.
+TEST_P(CudaEndToEnd, MixedBatchesAndBlockCopiesMatchTheCpuRunner) {
+  TwinRunners twins(spec(), device_, /*use_graphs=*/false, CudaRunner::kDefaultWeightSliceElements);
+  const kv::KvGroupLayout& layout = twins.layout();
+  std::mt19937 rng(5);
+  auto random_tokens = [&](int n) {
+    std::vector<int32_t> t;
+    for (int i = 0; i < n; ++i) t.push_back(static_cast<int32_t>(rng() % 200) + 10);
+    return t;
+  };
+  const int32_t b_first_page = 32;  // sequence B's pages; A's start at 0
+  // B: a 20-token prompt alone first.
+  int32_t b_cached = 0;
+  {
+    kv::StepBatch batch;
+    batch.n_kv_groups = layout.n_groups();
+    const auto table = table_for(layout, b_first_page, 20, 0);
+    batch.add_sequence(1, random_tokens(20), 0, table, 1);
+    twins.step(batch, 1e-3, "B prompt");
+    b_cached = 20;
+  }
+  int32_t a_cached = 0;
+  for (int step = 0; step < 4; ++step) {
+    kv::StepBatch batch;
+    batch.n_kv_groups = layout.n_groups();
+    const int32_t a_chunk = step < 3 ? 12 : 1;
+    const auto a_table = table_for(layout, 0, a_cached + a_chunk, a_cached);
+    const auto b_table = table_for(layout, b_first_page, b_cached + 1, b_cached);
+    batch.add_sequence(0, random_tokens(a_chunk), a_cached, a_table, std::min(a_chunk, 3));
+    batch.add_sequence(1, random_tokens(1), b_cached, b_table, 1);
+    twins.step(batch, 1e-3, "mixed step " + std::to_string(step));
+    a_cached += a_chunk;
+    ++b_cached;
+  }
+  // B forks: its last block's pages are copied to fresh ones and B goes on there.
+  const int32_t groups = layout.n_groups();
+  const int32_t last_block = (b_cached - 1) / TwinRunners::kBlock;
+  std::vector<kv::BlockCopy> copies;
+  const int32_t fork_page = 56;
+  for (int32_t g = 0; g < groups; ++g) {
+    copies.push_back({b_first_page + last_block * groups + g, fork_page + g});
+  }
+  twins.cpu().copy_blocks(copies);
+  twins.gpu().copy_blocks(copies);
+  auto b_table = table_for(layout, b_first_page, b_cached + 1, b_cached);
+  for (int32_t g = 0; g < groups; ++g) {
+    b_table[static_cast<size_t>(last_block * groups + g)] = fork_page + g;
+  }
+  // Ten rows of A (more than one GEMV call of 8) beside B's decode on the forked block.
+  kv::StepBatch batch;
+  batch.n_kv_groups = groups;
+  const auto a_table = table_for(layout, 0, a_cached + 10, a_cached);
+  batch.add_sequence(0, random_tokens(10), a_cached, a_table, 10);
+  batch.add_sequence(1, random_tokens(1), b_cached, b_table, 1);
+  EXPECT_EQ(twins.step(batch, 1e-3, "after the fork").size(), 11u);
+}
+
+// F32 weights and steps of at most 8 tokens: no bf16 anywhere and f32 activations on both
+// sides, so the runners agree a thousand times more tightly than the bf16 bound above (f16 KV
+// rounding of nearly equal keys is what is left).
+TEST_F(CudaConformance, F32ModelInSmallStepsMatchesTheCpuTightly) {
+  model::TinyModelSpec s;
+  s.architecture = "qwen2";
+  s.n_layers = 3;
+  TwinRunners twins(s, device_, /*use_graphs=*/true, CudaRunner::kDefaultWeightSliceElements);
+  std::mt19937 rng(7);
+  int32_t cached = 0;
+  for (int step = 0; step < 8; ++step) {
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 8; ++i) tokens.push_back(static_cast<int32_t>(rng() % 200) + 10);
+    kv::StepBatch batch;
+    const auto table = table_for(twins.layout(), 0, cached + 8, cached);
+    batch.add_sequence(0, tokens, cached, table, 8);
+    twins.step(batch, 1e-6, "step " + std::to_string(step));
+    cached += 8;
+  }
+}
+
+// Captured step graphs replay exactly the kernels an eager step launches: the same logits bit
+// for bit, step after step (each decode step of a shape replays the graph its first one made,
+// with new tokens, positions and a block table that grows a block every 16 tokens), and with
+// two sequences in a step (another shape, another graph).
+TEST_F(CudaConformance, StepGraphsGiveTheEagerStepsBitForBit) {
+  model::TinyModelSpec s;
+  s.architecture = "llama";
+  s.weight_type = GgmlType::kQ4_K;
+  s.n_embd = 256;
+  s.n_ff = 512;
+  s.n_layers = 2;
+  const auto bytes = model::build_tiny_model(s).to_bytes();
+  const gguf::GgufFile file = gguf::GgufFile::from_bytes(bytes);
+  CudaRunner graphs(file, device_, 0.5, /*use_graphs=*/true);
+  CudaRunner eager(file, device_, 0.5, /*use_graphs=*/false);
+  const kv::KvGroupLayout layout = graphs.config().windowed_kv_layout();
+  for (CudaRunner* r : {&graphs, &eager}) r->allocate_kv(16, 32, kv::KvCacheType::kF16, layout);
+  std::mt19937 rng(11);
+  std::vector<int32_t> cached = {0, 0};
+  auto run_both = [&](const kv::StepBatch& batch, const std::string& what) {
+    const model::LogitsView a = graphs.execute(batch);
+    const std::vector<float> got(a.data, a.data + static_cast<size_t>(a.n_rows) * a.n_vocab);
+    const model::LogitsView b = eager.execute(batch);
+    const std::vector<float> want(b.data, b.data + static_cast<size_t>(b.n_rows) * b.n_vocab);
+    ASSERT_EQ(got, want) << what;
+  };
+  for (int step = 0; step < 40; ++step) {
+    kv::StepBatch batch;
+    const int n_seqs = step < 20 ? 1 : 2;
+    for (int q = 0; q < n_seqs; ++q) {
+      const int32_t n_new = step == 0 || (step == 20 && q == 1) ? 12 : 1;  // prompts, then decode
+      std::vector<int32_t> tokens;
+      for (int i = 0; i < n_new; ++i) tokens.push_back(static_cast<int32_t>(rng() % 200) + 10);
+      const auto table = table_for(layout, 16 * q, cached[q] + n_new, cached[q]);
+      batch.add_sequence(q, tokens, cached[q], table, 1);
+      cached[q] += n_new;
+    }
+    ASSERT_NO_FATAL_FAILURE(run_both(batch, "step " + std::to_string(step)));
+  }
+  // Every step of up to 8 tokens but the first of each shape replayed a graph.
+  EXPECT_GE(graphs.graph_launches(), 30);
+  EXPECT_EQ(eager.graph_launches(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, CudaEndToEnd,
+                         ::testing::Values(EndToEndCase{"qwen2", GgmlType::kF32, 64, 3},
+                                           EndToEndCase{"llama", GgmlType::kQ8_0, 128, 3},
+                                           EndToEndCase{"qwen3", GgmlType::kQ4_K, 256, 3},
+                                           EndToEndCase{"gemma3", GgmlType::kF16, 128, 7},
+                                           EndToEndCase{"qwen2", GgmlType::kQ6_K, 256, 2},
+                                           EndToEndCase{"llama", GgmlType::kQ4_0, 128, 2},
+                                           EndToEndCase{"qwen2", GgmlType::kQ5_K, 256, 2},
+                                           EndToEndCase{"llama", GgmlType::kBF16, 64, 2}),
+                         [](const ::testing::TestParamInfo<EndToEndCase>& param_info) {
+                           const EndToEndCase& c = param_info.param;
+                           return c.architecture + "_" + std::string(gguf::ggml_type_name(c.type));
+                         });
+
+}  // namespace
+}  // namespace llms::cuda
