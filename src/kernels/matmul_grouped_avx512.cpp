@@ -215,9 +215,11 @@ inline void decode_q4k_scales(const uint8_t* gb, Q4kScales* out) {
 // Activation rows per Q4_K tile: 8 weight vectors, NA sums and NA accumulators, two chains.
 constexpr int kQ4kActRows = 8;
 
-// kGemv: the tile is the GEMV (one activation row, the stream prefetched into L2 4 KiB ahead),
-// else a GEMM tile (prefetched into L1 2 KiB ahead), whatever its number of rows.
-template <int NA, bool kGemv>
+// The GEMV is the 1-row tile. Every tile prefetches its stream into L2 4 KiB ahead, as the GEMV
+// does: a GEMM of a few rows (a verification step; the output matrix at 2-8 logits rows) is
+// memory-bound as well, and with the other types' GEMM prefetch (L1, 2 KiB ahead) it waited on
+// memory (docs/PERF.md, 2026-12-07).
+template <int NA>
 void q4k_tile(const Tile& t) {
   constexpr size_t kBlockBytes = kGroupRows * sizeof(quant::BlockQ4_K);
   const int64_t n_blocks = t.n_cols / quant::kQK_K;
@@ -228,11 +230,7 @@ void q4k_tile(const Tile& t) {
   Q4kScales sm;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* gb = t.w + b * kBlockBytes;
-    if constexpr (kGemv) {
-      gemv_prefetch(gb + kGemvPrefetchBytes, kBlockBytes);
-    } else {
-      avx2::prefetch(gb + kGemmPrefetchBytes, kBlockBytes);
-    }
+    gemv_prefetch(gb + kGemvPrefetchBytes, kBlockBytes);
     decode_q4k_scales(gb, &sm);
     // The asm barrier keeps the decoded scales in memory: the loops below read them as memory
     // operands (GCC would otherwise try to keep all 16 in registers next to the weights).
@@ -286,10 +284,10 @@ void q4k_tile(const Tile& t) {
     _mm512_mask_storeu_ps(t.y + n * t.y_stride, mask, acc[n]);
 }
 
-void q4k_gemv(const Tile& t) { q4k_tile<1, true>(t); }
+void q4k_gemv(const Tile& t) { q4k_tile<1>(t); }
 
 void q4k_gemm(const Tile& t) {
-  dispatch_tile<1, kQ4kActRows>(t, [&t](auto, auto n) { q4k_tile<decltype(n)::value, false>(t); });
+  dispatch_tile<1, kQ4kActRows>(t, [&t](auto, auto n) { q4k_tile<decltype(n)::value>(t); });
 }
 
 constexpr Kernel q4_k{ActKind::kQ8K, kGroupRows, kGroupRows, kQ4kActRows, &q4k_gemv, &q4k_gemm};
@@ -352,7 +350,7 @@ void q6k_gemm_tile(const Tile& t) {
   Q6kScales sc;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* gb = t.w + b * kBlockBytes;
-    avx2::prefetch(gb + kGemmPrefetchBytes, kBlockBytes);
+    gemv_prefetch(gb + kGemvPrefetchBytes, kBlockBytes);  // as q4k_tile's
     decode_q6k_scales(gb, &sc);
     // As for Q4_K: the scales stay in memory, read as vpmulld / vpdpwssd memory operands.
     asm volatile("" ::: "memory");
