@@ -129,6 +129,7 @@ struct Engine::Impl {
   std::vector<int32_t> drafts_scratch;
   // propose_drafts()'s lists, kept so a step allocates nothing once they have grown.
   std::vector<int64_t> decoding_scratch;
+  std::vector<spec::DraftLengthPolicy::Outlook> outlook_scratch;  // parallel to decoding_scratch
   std::vector<spec::ProposalRequest> asks_scratch;
   std::vector<std::vector<int32_t>> proposals_scratch;
   std::vector<std::vector<int32_t>> parents_scratch;

@@ -90,8 +90,10 @@ void Engine::Impl::make_proposer(int32_t n_blocks) {
 void Engine::Impl::propose_drafts() {
   std::vector<int64_t>& decoding = decoding_scratch;
   std::vector<spec::ProposalRequest>& asks = asks_scratch;
+  std::vector<spec::DraftLengthPolicy::Outlook>& outlook = outlook_scratch;
   decoding.clear();
   asks.clear();
+  outlook.clear();
   int64_t n_other_tokens = 0;  // prompt tokens still to compute: the next step's other work
   for (const auto& [seq_id, ref] : seqs) {
     if (!scheduler->has_sequence(seq_id)) continue;
@@ -107,6 +109,7 @@ void Engine::Impl::propose_drafts() {
     const Sample& sample = ref.request->samples[static_cast<size_t>(ref.index)];
     decoding.push_back(seq_id);
     int32_t room = ref.request->params.max_tokens - sample.n_generated - 1;
+    outlook.push_back({proposer->backlog(seq_id, tokens), std::max(room, 0)});
     const int32_t cap = ref.request->params.num_speculative_tokens;
     if (cap >= 0) room = std::min(room, cap);
     if (room >= 1) asks.push_back(spec::ProposalRequest{seq_id, tokens, room});
@@ -114,8 +117,8 @@ void Engine::Impl::propose_drafts() {
   // The next step's prompt tokens: what is pending, as far as the token budget leaves room.
   const int64_t budget_left = std::max<int64_t>(
       config.scheduler.max_num_batched_tokens - static_cast<int64_t>(decoding.size()), 0);
-  const int32_t k =
-      draft_policy->choose(decoding, static_cast<int32_t>(std::min(n_other_tokens, budget_left)));
+  const int32_t k = draft_policy->choose(
+      decoding, static_cast<int32_t>(std::min(n_other_tokens, budget_left)), outlook);
   if (k == 0 || asks.empty()) {
     draft_policy->observe_no_drafts(decoding);
     return;

@@ -41,6 +41,19 @@ void DraftModelProposer::remove(int64_t seq_id) {
   seqs_.erase(seq_id);
 }
 
+// What catch_up_items() would leave pending: the tokens past the longest common prefix (at
+// least the last one).
+int64_t DraftModelProposer::backlog(int64_t seq_id, std::span<const int32_t> tokens) const {
+  if (tokens.empty()) return 0;
+  auto it = seqs_.find(seq_id);
+  if (it == seqs_.end()) return static_cast<int64_t>(tokens.size());
+  const std::vector<int32_t>& computed = it->second.computed;
+  const size_t limit = std::min(computed.size(), tokens.size() - 1);
+  size_t lcp = 0;
+  while (lcp < limit && computed[lcp] == tokens[lcp]) ++lcp;
+  return static_cast<int64_t>(tokens.size() - lcp);
+}
+
 bool DraftModelProposer::extend(int64_t seq_id, Sequence& seq, int64_t n_new) {
   const auto n_have = static_cast<int64_t>(seq.computed.size());
   copies_.clear();

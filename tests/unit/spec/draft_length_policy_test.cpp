@@ -1,6 +1,7 @@
 // spec::StepCostModel and spec::DraftLengthPolicy. The cost model: a measured size predicts its
 // running mean (converging to a changed cost); other sizes follow the roofline max(a, b T) fitted
-// to small steps (a) and prompt chunks (b), the missing half from the prior knee.
+// to small steps (a) and prompt chunks (b), the missing half from the prior knee, and a small
+// size past a measured one at least that one's cost plus b per extra token.
 // The policy: 0 when disabled, with no sequence, or past disable_by_batch_size; fixed_length
 // gives num_speculative_tokens; a memory-bound step with high acceptance speculates, a
 // compute-bound one does not (32 sequences), low acceptance lowers k, expensive draft passes
@@ -8,7 +9,7 @@
 // sequence, and observe_no_drafts() drifts a sequence back to the global rate. The plain step's
 // cost is measured (a probe without drafts) before speculating is preferred to it, and again
 // every kReprobeSteps steps, but not beside a prompt chunk; a process's first (cold) step is not
-// learned.
+// learned; a draft model's catch-up counts over the tokens a sequence has left.
 #include "spec/draft_length_policy.h"
 
 #include <gtest/gtest.h>
@@ -40,10 +41,11 @@ TEST(StepCostModel, OtherSizesFollowTheFittedRoofline) {
   StepCostModel m;
   m.observe(1, a);
   m.observe(128, b * 128);
-  EXPECT_NEAR(m.predict(2), a, 1e-12);  // below the knee: the floor
-  EXPECT_NEAR(m.predict(5), a, 1e-12);
-  EXPECT_NEAR(m.predict(16), b * 16, 1e-12);  // past it: the arithmetic
-  EXPECT_NEAR(m.predict(300), b * 300, 1e-12);
+  // Below the knee: the floor plus the arithmetic of the tokens past the measured one.
+  EXPECT_NEAR(m.predict(2), a + b, 1e-12);
+  EXPECT_NEAR(m.predict(5), a + 4 * b, 1e-12);
+  EXPECT_NEAR(m.predict(16), a + 15 * b, 1e-12);
+  EXPECT_NEAR(m.predict(300), b * 300, 1e-12);  // a prompt chunk's size: the arithmetic
   // A measured size keeps its own mean.
   m.observe(16, 0.050);
   EXPECT_DOUBLE_EQ(m.predict(16), 0.050);
@@ -78,21 +80,30 @@ TEST(StepCostModel, OnlyOneTokenStepsMeasureTheFloorAndEachSizeCountsItsAge) {
   EXPECT_DOUBLE_EQ(m.predict(1), 0.039);
   EXPECT_EQ(m.observations_since(1), 0);
   EXPECT_EQ(m.observations_since(2), 2);
-  // An unmeasured size costs at least a smaller measured one (the roofline says 0.039).
-  EXPECT_NEAR(m.predict(3), 0.145, 1e-12);
+  // An unmeasured size costs at least a smaller measured one and the arithmetic of its extra
+  // tokens (the roofline says 0.039).
+  EXPECT_NEAR(m.predict(3), 0.145 + 0.0085, 1e-12);
   m.observe(7, 0.154);
   EXPECT_EQ(m.observations_since(1), 1);
   EXPECT_EQ(m.observations_since(0), std::numeric_limits<int64_t>::max());  // out of range
   // Between measured small sizes: the chord.
   EXPECT_NEAR(m.predict(4), 0.145 + (0.154 - 0.145) * 2.0 / 5.0, 1e-12);
-  // Past the last measured small size: at least that size's cost, or the roofline's.
-  EXPECT_NEAR(m.predict(9), 0.154, 1e-12);
-  EXPECT_NEAR(m.predict(40), 0.0085 * 40, 1e-12);
-  // Chords span small sizes only: a prompt chunk's cost does not lift a small step's.
+  // Past the last measured small size: at least that size's cost plus the slope per extra
+  // token, or the roofline's.
+  EXPECT_NEAR(m.predict(9), 0.154 + 2 * 0.0085, 1e-12);
+  EXPECT_NEAR(m.predict(40), 0.154 + 33 * 0.0085, 1e-12);
+  EXPECT_NEAR(m.predict(64), 0.0085 * 64, 1e-12);  // a prompt chunk's size
+  // Chords span small sizes only: a prompt chunk's cost does not lift a small step's beyond its
+  // arithmetic per token.
   StepCostModel flat;
   flat.observe(1, 0.025);
   flat.observe(512, 0.0011 * 512);
-  EXPECT_NEAR(flat.predict(5), 0.025, 1e-12);
+  EXPECT_NEAR(flat.predict(5), 0.025 + 4 * 0.0011, 1e-12);
+  // Without a measured slope, the smaller size's cost.
+  StepCostModel no_slope;
+  no_slope.observe(1, 0.025);
+  no_slope.observe(3, 0.030);
+  EXPECT_NEAR(no_slope.predict(6), 0.030, 1e-12);
 }
 
 SpeculativeConfig ngram(int32_t k) {
@@ -193,6 +204,37 @@ TEST(DraftLengthPolicy, ExpensiveDraftPassesStopSpeculation) {
   }
   EXPECT_EQ(costly.choose(one), 0);
   EXPECT_GT(cheap.choose(one), 0);
+}
+
+TEST(DraftLengthPolicy, ADraftModelsCatchUpIsWeighedOverTheTokensLeft) {
+  // Memory-bound steps, cheap draft passes (2 ms a token in catch-up passes), drafts kept:
+  // without an outlook this speculates.
+  DraftLengthPolicy p(ngram(4), true);
+  measure(p, 0.020, 0.00001, 64);
+  for (int i = 0; i < 30; ++i) p.observe_verification(1, 4, 4);
+  for (int i = 0; i < 10; ++i) {
+    p.observe_draft_pass(1, 0.002);
+    p.observe_draft_pass(1500, 1500 * 0.002);
+  }
+  const std::vector<int64_t> one = {1};
+  ASSERT_GT(p.choose(one), 0);
+  using Outlook = DraftLengthPolicy::Outlook;
+  // The draft model is a 1,500-token prompt behind (3 s to catch up): with 8 tokens left that
+  // never pays back, with 100,000 it does.
+  const std::vector<Outlook> short_run = {{1500, 8}}, long_run = {{1500, 100000}};
+  EXPECT_EQ(p.choose(one, 0, short_run), 0);
+  EXPECT_GT(p.choose(one, 0, long_run), 0);
+  // Behind by no more than a drafting step computes anyway (1 + k_max): no extra cost.
+  const std::vector<Outlook> in_step = {{5, 1}};
+  EXPECT_EQ(p.choose(one, 0, in_step), p.choose(one));
+  // A proposer without passes to pay (n-grams) ignores the outlook.
+  DraftLengthPolicy free_drafts(ngram(4), false);
+  measure(free_drafts, 0.020, 0.00001, 64);
+  for (int i = 0; i < 30; ++i) free_drafts.observe_verification(1, 4, 4);
+  EXPECT_GT(free_drafts.choose(one, 0, short_run), 0);
+  // An outlook that does not match the sequences is ignored.
+  const std::vector<Outlook> two = {{1500, 8}, {1500, 8}};
+  EXPECT_EQ(p.choose(one, 0, two), p.choose(one));
 }
 
 TEST(DraftLengthPolicy, ThePlainStepIsMeasuredBeforeSpeculatingIsPreferredToIt) {

@@ -1,4 +1,5 @@
-// spec::DraftModelProposer's token trees on a tiny random-weight model drafting for itself:
+// spec::DraftModelProposer on a tiny random-weight model drafting for itself: its backlog (the
+// tokens its next catch-up computes) and its token trees:
 // a tree holds at most max_drafts nodes, parents precede children, its first branch is the chain
 // a width-1 proposer drafts (the draft's argmax path) as deep as the tree goes, siblings differ,
 // and the tree's keys and values leave the draft cache afterwards (only the known tokens stay).
@@ -95,6 +96,31 @@ TEST_F(DraftTree, ATreeExtendsTheChainWithinItsBudget) {
       kv.check_invariants();
     }
   }
+}
+
+TEST_F(DraftTree, TheBacklogIsWhatTheNextCatchUpComputes) {
+  auto p = proposer(1);
+  std::vector<int32_t> tokens = {5, 9, 14, 3, 77, 21, 8};
+  EXPECT_EQ(p->backlog(7, tokens), 7);  // never seen: the whole prompt
+  EXPECT_EQ(p->backlog(7, {}), 0);
+  std::vector<ProposalRequest> asks = {{7, tokens, 3}};
+  std::vector<std::vector<int32_t>> drafts;
+  p->propose(asks, drafts);
+  ASSERT_EQ(drafts[0].size(), 3u);
+  // The draft cache holds the tokens and all drafts but the last (which it never computed).
+  // Two drafts kept and a bonus token: those three are behind, the last one always recomputed.
+  std::vector<int32_t> next = tokens;
+  next.insert(next.end(), {drafts[0][0], drafts[0][1], 200});
+  EXPECT_EQ(p->backlog(7, next), 1);
+  // The first draft rejected (another token in its place): from there on.
+  std::vector<int32_t> other = tokens;
+  other.push_back(drafts[0][0] == 1 ? 2 : 1);
+  EXPECT_EQ(p->backlog(7, other), 1);
+  other.push_back(4);
+  EXPECT_EQ(p->backlog(7, other), 2);
+  // A sequence it dropped starts over.
+  p->remove(7);
+  EXPECT_EQ(p->backlog(7, next), static_cast<int64_t>(next.size()));
 }
 
 TEST_F(DraftTree, AWidthOutOfRangeIsRefused) {

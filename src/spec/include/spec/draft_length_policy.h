@@ -15,7 +15,9 @@
 //   decode step reads the weights once and a prompt chunk is bound by arithmetic. An unmeasured
 //   size is never predicted below a smaller measured one, nor, among small steps, below the chord
 //   between the measured sizes either side (costs that jump, as on a CPU whose 2-token step is
-//   4x its 1-token one). Likewise the draft's pass cost d(T).
+//   4x its 1-token one), nor, past the largest measured small size, below that size's cost plus
+//   b per extra token (on a CPU a small step's extra arithmetic adds to its weight reads).
+//   Likewise the draft's pass cost d(T).
 // - acceptance: the chance that a draft at a reached position is kept (alpha), counted over all
 //   recent verifications (the global rate, starting at 0.7) and per sequence, where the global
 //   rate stands in for 4 drafts of evidence, so one early rejection does not stop a sequence from
@@ -27,6 +29,12 @@
 //   (sum_s E_s(k) + P) / (t(P + B (1 + k)) + k d(B)),
 // and the policy takes the k in [1, k_max] that maximises it, if it beats k = 0 by 10 % (0 = no
 // speculation: at high concurrency the step is compute-bound and every draft costs a full token).
+// A draft model that is behind a sequence (its first drafts: the whole prompt) computes the
+// missing tokens first; that catch-up is paid once and pays off over the tokens the sequence has
+// left, so each sequence's share of the step's expected tokens carries its catch-up cost over its
+// remaining tokens (a 1,500-token prompt with 8 tokens to generate never starts drafting; 4
+// sequences of 64-token prompts and 64 tokens each on the 1.5B had started, paid 0.75 s of
+// catch-up, found the verification dearer than a plain step and stopped: 0.78x of plain).
 // What k = 0 costs is measured, never guessed: when no step of B tokens was timed (or none for
 // kReprobeSteps steps), a decode-only step of B sequences runs without drafts once. A guess can be
 // far off either way, and one too high keeps a policy drafting forever, since it never runs the
@@ -90,9 +98,16 @@ class DraftLengthPolicy {
   void observe_no_drafts(std::span<const int64_t> decoding);
   void remove(int64_t seq_id) { acceptance_.erase(seq_id); }
 
+  // Per decoding sequence: the tokens the proposer would compute before drafting for it
+  // (Proposer::backlog) and the tokens it may still generate.
+  struct Outlook {
+    int64_t backlog = 0;
+    int64_t remaining = 0;
+  };
   // The draft length for the next step, when these sequences decode in it beside about
-  // n_other_tokens other tokens (prompt chunks).
-  int32_t choose(std::span<const int64_t> decoding, int32_t n_other_tokens = 0) const;
+  // n_other_tokens other tokens (prompt chunks); outlook is empty or one entry per sequence.
+  int32_t choose(std::span<const int64_t> decoding, int32_t n_other_tokens = 0,
+                 std::span<const Outlook> outlook = {}) const;
 
   double acceptance(int64_t seq_id) const;
 

@@ -47,6 +47,7 @@ class DraftModelProposer final : public Proposer {
                     std::vector<std::vector<int32_t>>& drafts,
                     std::vector<std::vector<int32_t>>& parents) override;
   void remove(int64_t seq_id) override;
+  int64_t backlog(int64_t seq_id, std::span<const int32_t> tokens) const override;
 
   // Draft forward passes run so far (for the engine's statistics and tests).
   int64_t n_passes() const { return n_passes_; }

@@ -39,6 +39,12 @@ class Proposer {
   }
   // The sequence ended (or will not speculate again soon): drop what is kept for it.
   virtual void remove(int64_t /*seq_id*/) {}
+  // How many of the sequence's known tokens the proposer would compute before drafting for it
+  // (a draft model's cache behind them: a whole prompt the first time), for the draft-length
+  // policy to weigh; 0 for a proposer that keeps no state.
+  virtual int64_t backlog(int64_t /*seq_id*/, std::span<const int32_t> /*tokens*/) const {
+    return 0;
+  }
 };
 
 }  // namespace llms::spec
