@@ -21,7 +21,8 @@ per-round ratios, "acceptance": ..., "tokens_per_target_pass": ..., "same_text":
 With --batched C1,C2,..., runs `llmserve bench-engine` (random 64-token prompts, 64 generated,
 greedy) at those concurrencies instead, each configuration in turn per round, and prints the
 generation tok/s and its ratio to plain per concurrency: the load-adaptive check (speculation must
-not cost batched throughput).
+not cost batched throughput); full_batch_ratios compare the part of the phase before the first
+request finishes (speculating sequences finish apart, and the whole phase ends with the slowest).
 """
 
 import argparse
@@ -128,6 +129,7 @@ def run_llama(binary, target, draft, prompt, n, k, kind):
 def batched(args, configs):
     per = {}  # (config, concurrency) -> [tok/s per round]
     ratios = {}
+    full_ratios = {}  # the same over the full-batch part of the phase (bench-engine's JSON)
     raw = open(args.raw, "w") if args.raw else None
     names = list(configs)
     for rnd in range(args.rounds):
@@ -149,6 +151,10 @@ def batched(args, configs):
                 if "plain" in got:
                     ratios.setdefault((name, c), []).append(
                         r["generation_tokens_per_s"] / got["plain"][c]["generation_tokens_per_s"])
+                    full, base = (r.get("full_batch_tokens_per_s"),
+                                  got["plain"][c].get("full_batch_tokens_per_s"))
+                    if full and base:
+                        full_ratios.setdefault((name, c), []).append(full / base)
         print(f"round {rnd + 1}: " + "; ".join(
             f"{n} " + "/".join(f"{got[n][c]['generation_tokens_per_s']:.1f}" for c in sorted(got[n]))
             for n in order), file=sys.stderr)
@@ -157,7 +163,8 @@ def batched(args, configs):
         out["batched"].setdefault(name, {})[str(c)] = {
             "generation_tok_s": statistics.median(xs),
             "ratio_vs_plain": statistics.median(ratios[(name, c)]) if (name, c) in ratios else None,
-            "ratios": [round(x, 3) for x in ratios.get((name, c), [])]}
+            "ratios": [round(x, 3) for x in ratios.get((name, c), [])],
+            "full_batch_ratios": [round(x, 3) for x in full_ratios.get((name, c), [])]}
     print(json.dumps(out, indent=2))
 
 

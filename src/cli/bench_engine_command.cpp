@@ -5,7 +5,9 @@
 //    --gen-len generated tokens (greedy, EOS ignored) are added at once; prompt throughput is
 //    c x prompt-len over the time until every sequence has its first token, generation
 //    throughput is the tokens generated after that over the time they took (as
-//    llama-batched-bench's S_TG), so the figures compare with PEERS.md;
+//    llama-batched-bench's S_TG), so the figures compare with PEERS.md; full-batch throughput the
+//    same until the step in which the first request finished (with speculation sequences finish
+//    apart and the tail runs fewer: the whole phase then measures the slowest one);
 //  - prefix caching: a --prefix-len shared system prompt followed by --questions different
 //    questions, one request at a time: TTFT of the first (cold) against the mean of the others
 //    (warm, prefix-cache hits);
@@ -89,11 +91,17 @@ engine::GenerationRequest make_request(std::vector<int32_t> prompt, int32_t max_
 json bench_concurrency(engine::Engine& eng, int32_t c, const BenchEngineOptions& o,
                        std::mt19937_64& rng) {
   // The generation phase starts when every sequence has its first token (counted per request
-  // from its own outputs: running sequences decode while later ones still prefill).
+  // from its own outputs: running sequences decode while later ones still prefill). Its full-batch
+  // part ends when the first request finishes: with speculation, sequences finish at different
+  // steps and the phase's tail runs a shrinking batch, so the whole phase measures when the
+  // slowest finishes and the full-batch part the throughput at c sequences.
   int32_t n_with_first = 0;
   int64_t n_generated = 0;
   double t_all_first = 0.0;
   int64_t tokens_at_all_first = 0;
+  bool any_finished = false;
+  double t_first_done = 0.0;  // the end of the step in which the first request finished
+  int64_t tokens_at_first_done = 0;
   const engine::EngineStats before = eng.stats();
   const double t0 = now_s();
   for (int32_t i = 0; i < c; ++i) {
@@ -107,6 +115,7 @@ json bench_concurrency(engine::Engine& eng, int32_t c, const BenchEngineOptions&
                           tokens_at_all_first = n_generated;
                         }
                       }
+                      if (out.request_finished) any_finished = true;
                     });
   }
   // The most sequences the pool held at once (what a KV budget admits) and the preemptions it
@@ -115,6 +124,10 @@ json bench_concurrency(engine::Engine& eng, int32_t c, const BenchEngineOptions&
   while (eng.has_unfinished()) {
     eng.step();
     max_running = std::max(max_running, eng.stats().n_running);
+    if (any_finished && t_first_done == 0.0 && t_all_first > 0.0) {
+      t_first_done = now_s();
+      tokens_at_first_done = n_generated;
+    }
   }
   const double t_end = now_s();
   const int64_t generated = n_generated;
@@ -130,6 +143,11 @@ json bench_concurrency(engine::Engine& eng, int32_t c, const BenchEngineOptions&
   j["prompt_tokens_per_s"] = prompt_s > 0 ? static_cast<double>(c) * o.prompt_len / prompt_s : 0.0;
   j["generation_tokens_per_s"] =
       gen_s > 0 ? static_cast<double>(generated - tokens_at_all_first) / gen_s : 0.0;
+  const double full_s = t_first_done - t_all_first;
+  if (t_first_done > 0.0 && full_s > 0) {
+    j["full_batch_tokens_per_s"] =
+        static_cast<double>(tokens_at_first_done - tokens_at_all_first) / full_s;
+  }
   j["total_s"] = t_end - t0;
   const engine::EngineStats after = eng.stats();
   j["target_steps"] = after.n_steps - before.n_steps;
