@@ -31,10 +31,11 @@
 // speculation: at high concurrency the step is compute-bound and every draft costs a full token).
 // A draft model that is behind a sequence (its first drafts: the whole prompt) computes the
 // missing tokens first; that catch-up is paid once and pays off over the tokens the sequence has
-// left, so each sequence's share of the step's expected tokens carries its catch-up cost over half
-// its remaining tokens (a sure cost against an estimated gain) (a 1,500-token prompt with 8 tokens to generate never starts drafting; 4
-// sequences of 64-token prompts and 64 tokens each on the 1.5B had started, paid 0.75 s of
-// catch-up, found the verification dearer than a plain step and stopped: 0.78x of plain).
+// left, so each sequence's share of the step's expected tokens carries its catch-up cost spread
+// over half its remaining tokens (a sure cost against an estimated gain). A 1,500-token prompt
+// with 8 tokens to generate never starts drafting; 4 sequences of 64-token prompts and 64 tokens
+// each on the 1.5B had started, paid 0.75 s of catch-up, found the verification dearer than a
+// plain step and stopped: 0.78x of plain.
 // What k = 0 costs is measured, never guessed: when no step of B tokens was timed (or none for
 // kReprobeSteps steps), a decode-only step of B sequences runs without drafts once. A guess can be
 // far off either way, and one too high keeps a policy drafting forever, since it never runs the
