@@ -88,9 +88,8 @@ double StepCostModel::predict(int32_t n_tokens) const {
     // Past the largest measured small size: at least that size's cost plus b for each extra
     // token. On a CPU the arithmetic of a step's extra tokens does not hide under its weight
     // reads (Zen 4, 1.5B Q4_K_M: 1 / 4 / 8 tokens 27-31 / 35-38 / 47-59 ms, b = 2.7 ms from
-    // prompt chunks), and at_below alone priced a 4-sequence step with one draft each as a plain
-    // one: speculation ran at 0.78x of plain at 4 sequences.
-    // (Small steps only: a prompt chunk's own mean t / T is b, floor included.)
+    // prompt chunks); at_below alone priced a 4-sequence step with one draft each (8 tokens) as
+    // a plain 4-token one. (Small steps only: a prompt chunk's own mean t / T is b.)
     const double marginal =
         slope_ > 0.0 && n_tokens < kSlopeTokens ? at_below + slope_ * (n_tokens - below) : at_below;
     return std::max(roofline, marginal);
@@ -170,12 +169,10 @@ int32_t DraftLengthPolicy::choose(std::span<const int64_t> decoding, int32_t n_o
   if (with_outlook) {
     for (const Outlook& o : outlook) total_backlog += std::max<int64_t>(o.backlog - 1 - k_max, 0);
   }
+  const auto catch_up_pass =
+      static_cast<int32_t>(std::min<int64_t>(total_backlog, StepCostModel::kMaxTokens));
   const double catch_up_per_token =
-      total_backlog > 0
-          ? draft_pass(
-                static_cast<int32_t>(std::min<int64_t>(total_backlog, StepCostModel::kMaxTokens))) /
-                static_cast<double>(std::min<int64_t>(total_backlog, StepCostModel::kMaxTokens))
-          : 0.0;
+      total_backlog > 0 ? draft_pass(catch_up_pass) / catch_up_pass : 0.0;
   const auto rate = [&](int32_t k) {
     double tokens = others;
     double catch_up = 0.0;  // the step's share of the sequences' catch-up, seconds
