@@ -19,7 +19,7 @@
 // interleaved ActQ8Kx8 groups, no horizontal sums), with the GEMV's integers and final f32
 // operations, so a GEMM row equals the GEMV of that row bit for bit. Calls of 2-8 activation
 // rows take neither: the GEMM would pad them to 8 rows, so small tiles (q45k_small_tile,
-// q6k_small_tile) unpack each weight block once for up to 4 row-form activation rows, with the
+// q6k_small_tile) unpack each weight block once for up to 8 row-form activation rows, with the
 // GEMV's results.
 //
 // A GEMM tile walks the super-blocks in its outer loop and its weight rows in the inner one: a
@@ -28,6 +28,7 @@
 // multiply-adds, and that bound the tiles (Zen 3, one thread, in cache: Q4_K 1536 x 1536 at
 // m = 512 135 -> 157 GFLOP/s with 8 rows, Q6_K 8960 x 1536 at m = 32 and 2 threads 240 -> 296;
 // 16 rows gave no more; docs/PERF.md).
+#include <algorithm>
 #include <cstring>
 
 #include "kquant_unpack_avx2.h"
@@ -233,14 +234,19 @@ void q6k_gemv_tile(const Tile& t) {
 
 constexpr int kGemvRows = 2;
 
-// ---- Small calls: R (1, or 2 for a row pair) weight rows x A (<= 4) activation rows ----
+// ---- Small calls: R (1, or 2 for a row pair) weight rows x A (<= 8) activation rows ----
 //
 // The GEMV's work with each weight block unpacked once for the A activation rows (calls of a few
 // rows, Kernel::small): per (weight row, super-block) the A rows' int32 sums are reduced
-// into one xmm (lanes = activation rows) and the f32 step runs lane by lane with the GEMV's
-// expressions (d * da, (dmin * da) * summ, the fma, the add), so each result equals that
-// activation row's GEMV bit for bit.
-constexpr int kSmallCols = 4;
+// into xmm quads (lanes = activation rows 4q..4q+3) and the f32 step runs lane by lane with the
+// GEMV's expressions (d * da, (dmin * da) * summ, the fma, the add), so each result equals that
+// activation row's GEMV bit for bit. Up to 8 rows take one pass: with 4 a tile, 5-8 rows took
+// two, unpacking every weight block twice (a 6-token step cost as much as an 8-token one).
+constexpr int kSmallCols = 8;
+
+// The xmm quads of activation rows a small tile of A rows carries.
+template <int A>
+constexpr int kQuads = (A + 3) / 4;
 
 // The activation rows' blocks b of a small tile. dispatch_tile makes A = n_a; should a tile ever
 // be wider, rows past n_a repeat row 0 (computed, never stored).
@@ -252,34 +258,41 @@ inline void small_act_blocks(const Tile& t, int64_t b, const ActQ8K* (&a)[A]) {
   }
 }
 
+// The scales of activation rows 4q..4q+3 (0 past A).
 template <int A>
-inline __m128 small_act_scales(const ActQ8K* const (&a)[A]) {
-  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int i = 0; i < A; ++i) d[i] = a[i]->d;
-  return _mm_loadu_ps(d);
+inline void small_act_scales(const ActQ8K* const (&a)[A], __m128 (&da)[kQuads<A>]) {
+  for (int q = 0; q < kQuads<A>; ++q) {
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int i = 4 * q; i < std::min(A, 4 * q + 4); ++i) d[i - 4 * q] = a[i]->d;
+    da[q] = _mm_loadu_ps(d);
+  }
 }
 
-template <int R>
-inline void store_small(const Tile& t, const __m128 (&acc)[R]) {
+template <int R, int Q>
+inline void store_small(const Tile& t, const __m128 (&acc)[R][Q]) {
   for (int r = 0; r < R; ++r) {
-    alignas(16) float out[4];
-    _mm_store_ps(out, acc[r]);
-    for (int i = 0; i < t.n_a; ++i) t.y[i * t.y_stride + r] = out[i];
+    for (int q = 0; q < Q; ++q) {
+      alignas(16) float out[4];
+      _mm_store_ps(out, acc[r][q]);
+      for (int i = 4 * q; i < std::min(t.n_a, 4 * q + 4); ++i) {
+        t.y[i * t.y_stride + r] = out[i - 4 * q];
+      }
+    }
   }
 }
 
 // q45k_block for A activation rows: the weight's groups unpacked once.
 template <bool kFiveBit, int A>
 inline void q45k_block_small(const uint8_t* block, const ActQ8K* const (&a)[A],
-                             const __m128i (&group_sums)[A], __m256i (&sums)[4],
-                             __m128i (&mins)[4]) {
+                             const __m128i (&group_sums)[A], __m256i (&sums)[4 * kQuads<A>],
+                             __m128i (&mins)[4 * kQuads<A>]) {
   using F = Q45K<kFiveBit>;
   const ScaleMin sm = unpack_scale_min(block + 4);
   const __m256i scales = _mm256_broadcastsi128_si256(
       _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.scale))));
   const __m128i min16 =
       _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm.min)));
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 4 * kQuads<A>; ++i) {
     sums[i] = _mm256_setzero_si256();
     mins[i] = i < A ? _mm_madd_epi16(min16, group_sums[i]) : _mm_setzero_si128();
   }
@@ -304,43 +317,52 @@ template <bool kFiveBit, int R, int A, bool kPairs>
 void q45k_small_tile(const Tile& t) {
   using F = Q45K<kFiveBit>;
   const int64_t n_blocks = t.n_cols / quant::kQK_K;
+  constexpr int Q = kQuads<A>;
   const __m128 sign_bit = _mm_set1_ps(-0.0f);
-  __m128 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm_setzero_ps();
+  __m128 acc[R][Q];
+  for (auto& row : acc) {
+    for (auto& x : row) x = _mm_setzero_ps();
+  }
   for (int64_t b = 0; b < n_blocks; ++b) {
     const ActQ8K* a[A];
     small_act_blocks<A>(t, b, a);
     __m128i group_sums[A];
     for (int i = 0; i < A; ++i) group_sums[i] = act_group_sums(*a[i]);
-    const __m128 da = small_act_scales<A>(a);
+    __m128 da[Q];
+    small_act_scales<A>(a, da);
     const uint8_t* block0 = row_block<kPairs>(t, 0, b, F::kBytes);
     prefetch_ahead<R, kPairs>(t, block0, F::kBytes);
     for (int r = 0; r < R; ++r) {
       const uint8_t* block = row_block<kPairs>(t, r, b, F::kBytes);
-      __m256i s[4];
-      __m128i m[4];
+      __m256i s[4 * Q];
+      __m128i m[4 * Q];
       q45k_block_small<kFiveBit, A>(block, a, group_sums, s, m);
-      const __m128i sumi = reduce4(s[0], s[1], s[2], s[3]);
-      const __m128i summ = _mm_hadd_epi32(_mm_hadd_epi32(m[0], m[1]), _mm_hadd_epi32(m[2], m[3]));
       const __m128 d = _mm_set1_ps(load_f16(block));
       const __m128 dmin = _mm_set1_ps(load_f16(block + 2));
-      // Lane by lane the GEMV's acc + fma(d * da, sumi, -((dmin * da) * summ)).
-      const __m128 mt =
-          _mm_xor_ps(_mm_mul_ps(_mm_mul_ps(dmin, da), _mm_cvtepi32_ps(summ)), sign_bit);
-      acc[r] = _mm_add_ps(acc[r], _mm_fmadd_ps(_mm_mul_ps(d, da), _mm_cvtepi32_ps(sumi), mt));
+      for (int q = 0; q < Q; ++q) {
+        const __m128i sumi = reduce4(s[4 * q], s[4 * q + 1], s[4 * q + 2], s[4 * q + 3]);
+        const __m128i summ = _mm_hadd_epi32(_mm_hadd_epi32(m[4 * q], m[4 * q + 1]),
+                                            _mm_hadd_epi32(m[4 * q + 2], m[4 * q + 3]));
+        // Lane by lane the GEMV's acc + fma(d * da, sumi, -((dmin * da) * summ)).
+        const __m128 mt =
+            _mm_xor_ps(_mm_mul_ps(_mm_mul_ps(dmin, da[q]), _mm_cvtepi32_ps(summ)), sign_bit);
+        acc[r][q] =
+            _mm_add_ps(acc[r][q], _mm_fmadd_ps(_mm_mul_ps(d, da[q]), _mm_cvtepi32_ps(sumi), mt));
+      }
     }
   }
-  store_small<R>(t, acc);
+  store_small<R, Q>(t, acc);
 }
 
 // q6k_block for A activation rows: the weight's values unpacked once.
 template <int A>
-inline void q6k_block_small(const uint8_t* block, const ActQ8K* const (&a)[A], __m256i (&sums)[4]) {
+inline void q6k_block_small(const uint8_t* block, const ActQ8K* const (&a)[A],
+                            __m256i (&sums)[4 * kQuads<A>]) {
   const uint8_t* ql = block;
   const uint8_t* qh = block + 128;
   const uint8_t* sc = block + 192;
   const __m256i sc16 = _mm256_cvtepi8_epi16(loadu128(sc));
-  for (int i = 0; i < 4; ++i) sums[i] = _mm256_setzero_si256();
+  for (int i = 0; i < 4 * kQuads<A>; ++i) sums[i] = _mm256_setzero_si256();
   for (int h = 0; h < 2; ++h) {
     const __m256i scales = _mm256_broadcastsi128_si256(
         _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc + 8 * h))));
@@ -364,25 +386,31 @@ inline void q6k_block_small(const uint8_t* block, const ActQ8K* const (&a)[A], _
 template <int R, int A, bool kPairs>
 void q6k_small_tile(const Tile& t) {
   const int64_t n_blocks = t.n_cols / quant::kQK_K;
-  __m128 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm_setzero_ps();
+  constexpr int Q = kQuads<A>;
+  __m128 acc[R][Q];
+  for (auto& row : acc) {
+    for (auto& x : row) x = _mm_setzero_ps();
+  }
   for (int64_t b = 0; b < n_blocks; ++b) {
     const ActQ8K* a[A];
     small_act_blocks<A>(t, b, a);
-    const __m128 da = small_act_scales<A>(a);
+    __m128 da[Q];
+    small_act_scales<A>(a, da);
     const uint8_t* block0 = row_block<kPairs>(t, 0, b, Q6K::kBytes);
     prefetch_ahead<R, kPairs>(t, block0, Q6K::kBytes);
     for (int r = 0; r < R; ++r) {
       const uint8_t* block = row_block<kPairs>(t, r, b, Q6K::kBytes);
-      __m256i s[4];
+      __m256i s[4 * Q];
       q6k_block_small<A>(block, a, s);
-      const __m128i sumi = reduce4(s[0], s[1], s[2], s[3]);
       const __m128 d = _mm_set1_ps(load_f16(block + 208));
-      // Lane by lane the GEMV's fma(d * da, sumi, acc).
-      acc[r] = _mm_fmadd_ps(_mm_mul_ps(d, da), _mm_cvtepi32_ps(sumi), acc[r]);
+      for (int q = 0; q < Q; ++q) {
+        const __m128i sumi = reduce4(s[4 * q], s[4 * q + 1], s[4 * q + 2], s[4 * q + 3]);
+        // Lane by lane the GEMV's fma(d * da, sumi, acc).
+        acc[r][q] = _mm_fmadd_ps(_mm_mul_ps(d, da[q]), _mm_cvtepi32_ps(sumi), acc[r][q]);
+      }
     }
   }
-  store_small<R>(t, acc);
+  store_small<R, Q>(t, acc);
 }
 
 // ---- Q6_K GEMM against interleaved activations (ActQ8Kx8) ----
@@ -575,7 +603,7 @@ void q6k_pairs_gemv(const Tile& t) {
   dispatch_tile<2, 1>(t, [&t](auto r, auto) { q6k_gemv_tile<decltype(r)::value, true>(t); });
 }
 
-// Small calls: one weight row (the row layout) or one pair (kPairs) x up to 4 activation rows.
+// Small calls: one weight row (the row layout) or one pair (kPairs) x up to 8 activation rows.
 template <bool kFiveBit, bool kPairs = false>
 void q45k_small(const Tile& t) {
   dispatch_tile<kPairs ? 2 : 1, kSmallCols>(t, [&t](auto r, auto a) {
@@ -601,7 +629,9 @@ void q6k_gemv(const Tile& t) {
 // GEMM, which pads them to a group of 8 and is compute-bound: on the 1.5B (AVX2 EPYC, 2 threads)
 // a step of 2-8 tokens cost 140-146 ms against 34-36 ms for one; with the small tiles 2 / 3 / 4 /
 // 6 / 8 tokens take 52-55 / 70-75 / 76-82 / 128-142 / 147-151 ms, and 8 decoding sequences ran
-// at 48.7 tok/s against the GEMM's 35-41 (bench-engine; docs/PERF.md, session 24).
+// at 48.7 tok/s against the GEMM's 35-41 (bench-engine; docs/PERF.md, session 24). With tiles
+// of 8 rows instead of 4 (session 32, Zen 4 with LLMS_ISA=avx2), 5 / 6 / 8 tokens 96 / 100-104 /
+// 122-124 -> 79 / 88-91 / 95-98 ms.
 constexpr int kSmallMaxM = 8;
 
 constexpr Kernel kQ4_K = with_small_calls(

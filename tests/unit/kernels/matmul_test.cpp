@@ -262,10 +262,10 @@ TEST_P(MatmulConformance, ThreadCountDoesNotChangeResults) {
   }
 }
 
-// Raw random blocks (full weight and scale ranges, large activations) through the GEMM tiles at
-// odd shapes: every row of the GEMM equals that activation row's GEMV bit for bit, and the GEMM
-// matches the scalar kernel. m = 2, 4, 5, 6, 7, 8 run the small-call tiles where a kernel has them
-// (the AVX2 K-quants, up to 8 rows: tiles of 4 activation rows, then the rest). m = 45 spans a full
+// Raw random blocks (full weight and scale ranges, large activations) through the GEMM tiles at odd
+// shapes: every row of the GEMM equals that activation row's GEMV bit for bit, and the GEMM matches
+// the scalar kernel. m = 2, 4, 5, 6, 7, 8 run the small-call tiles where a kernel has them (the
+// AVX2 K-quants: up to 8 rows in one tile, 5-8 in two xmm quads of lanes). m = 45 spans a full
 // 32-row tile (the AVX2 GEMMs of Q4_0, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K) plus partial groups, m = 77
 // two full tiles and a group of 5 rows (and for F32/F16/BF16 one full 48-row tile and a partial
 // one); n_rows = 13 leaves partial weight tiles (the 4-row GEMV tiles, the 8-row K-quant GEMM
