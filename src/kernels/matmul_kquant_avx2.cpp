@@ -240,8 +240,9 @@ constexpr int kGemvRows = 2;
 // rows, Kernel::small): per (weight row, super-block) the A rows' int32 sums are reduced
 // into xmm quads (lanes = activation rows 4q..4q+3) and the f32 step runs lane by lane with the
 // GEMV's expressions (d * da, (dmin * da) * summ, the fma, the add), so each result equals that
-// activation row's GEMV bit for bit. Up to 8 rows take one pass: with 4 a tile, 5-8 rows took
-// two, unpacking every weight block twice (a 6-token step cost as much as an 8-token one).
+// activation row's GEMV bit for bit. Up to 8 rows take one pass: with tiles of 4 rows, calls of
+// 5-8 took two and unpacked every weight block twice (a 5-token step cost as much as a 6-token
+// one; docs/PERF.md, session 32).
 constexpr int kSmallCols = 8;
 
 // The xmm quads of activation rows a small tile of A rows carries.
