@@ -124,7 +124,7 @@ json bench_concurrency(engine::Engine& eng, int32_t c, const BenchEngineOptions&
   while (eng.has_unfinished()) {
     eng.step();
     max_running = std::max(max_running, eng.stats().n_running);
-    if (any_finished && t_first_done == 0.0 && t_all_first > 0.0) {
+    if (any_finished && t_first_done == 0.0) {
       t_first_done = now_s();
       tokens_at_first_done = n_generated;
     }
@@ -143,8 +143,9 @@ json bench_concurrency(engine::Engine& eng, int32_t c, const BenchEngineOptions&
   j["prompt_tokens_per_s"] = prompt_s > 0 ? static_cast<double>(c) * o.prompt_len / prompt_s : 0.0;
   j["generation_tokens_per_s"] =
       gen_s > 0 ? static_cast<double>(generated - tokens_at_all_first) / gen_s : 0.0;
+  // A request that finished before every sequence had its first token leaves no full batch.
   const double full_s = t_first_done - t_all_first;
-  if (t_first_done > 0.0 && full_s > 0) {
+  if (t_all_first > 0.0 && full_s > 0) {
     j["full_batch_tokens_per_s"] =
         static_cast<double>(tokens_at_first_done - tokens_at_all_first) / full_s;
   }

@@ -11,6 +11,18 @@
 #include "util/error.h"
 
 namespace llms::spec {
+namespace {
+
+// How many leading tokens the draft computed and the sequence still agree on, never the last
+// known token: it is recomputed, since its logits give the first draft.
+size_t agreed_prefix(const std::vector<int32_t>& computed, std::span<const int32_t> tokens) {
+  const size_t limit = std::min(computed.size(), tokens.size() - 1);
+  size_t lcp = 0;
+  while (lcp < limit && computed[lcp] == tokens[lcp]) ++lcp;
+  return lcp;
+}
+
+}  // namespace
 
 DraftModelProposer::DraftModelProposer(std::unique_ptr<model::ModelRunner> runner,
                                        int32_t block_size, int32_t n_blocks,
@@ -41,17 +53,13 @@ void DraftModelProposer::remove(int64_t seq_id) {
   seqs_.erase(seq_id);
 }
 
-// What catch_up_items() would leave pending: the tokens past the longest common prefix (at
-// least the last one).
+// What catch_up_items() would leave pending: the tokens past the agreed prefix (at least the
+// last one).
 int64_t DraftModelProposer::backlog(int64_t seq_id, std::span<const int32_t> tokens) const {
   if (tokens.empty()) return 0;
   auto it = seqs_.find(seq_id);
   if (it == seqs_.end()) return static_cast<int64_t>(tokens.size());
-  const std::vector<int32_t>& computed = it->second.computed;
-  const size_t limit = std::min(computed.size(), tokens.size() - 1);
-  size_t lcp = 0;
-  while (lcp < limit && computed[lcp] == tokens[lcp]) ++lcp;
-  return static_cast<int64_t>(tokens.size() - lcp);
+  return static_cast<int64_t>(tokens.size() - agreed_prefix(it->second.computed, tokens));
 }
 
 bool DraftModelProposer::extend(int64_t seq_id, Sequence& seq, int64_t n_new) {
@@ -69,11 +77,7 @@ std::vector<DraftModelProposer::Work*> DraftModelProposer::catch_up_items(
     auto [it, inserted] = seqs_.try_emplace(r.seq_id);
     if (inserted) kv_.add_sequence(r.seq_id, {});
     Sequence& seq = it->second;
-    // What the draft computed and the sequence still agree on; at least the last known token is
-    // recomputed, since its logits give the first draft.
-    const size_t limit = std::min(seq.computed.size(), r.tokens.size() - 1);
-    size_t lcp = 0;
-    while (lcp < limit && seq.computed[lcp] == r.tokens[lcp]) ++lcp;
+    const size_t lcp = agreed_prefix(seq.computed, r.tokens);
     seq.computed.resize(lcp);
     kv_.truncate(r.seq_id, static_cast<int64_t>(lcp));
     Work& w = work[i];
