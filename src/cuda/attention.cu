@@ -30,6 +30,7 @@
 
 #include "cuda_check.h"
 #include "device_kernels.h"
+#include "launch.h"
 #include "util/error.h"
 
 namespace llms::cuda {
@@ -246,8 +247,8 @@ template <int kPerLane>
 void launch_attention(const AttentionParams& params, int32_t n_tokens, int32_t n_heads,
                       cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(n_tokens), static_cast<unsigned>(n_heads));
-  paged_attention_kernel<kPerLane><<<grid, kAttentionThreads, 0, stream>>>(params);
-  check_launch("paged_attention_kernel");
+  launch("paged_attention_kernel", paged_attention_kernel<kPerLane>, grid, kAttentionThreads,
+         stream, params);
 }
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
@@ -258,8 +259,7 @@ void write_kv(const KvLayerView& kv, const float* k, const float* v, int32_t n_t
               const int32_t* pages, const int32_t* slots, cudaStream_t stream) {
   if (n_tokens <= 0 || kv.n_kv_heads <= 0) return;
   const dim3 grid(static_cast<unsigned>(n_tokens), static_cast<unsigned>(kv.n_kv_heads));
-  write_kv_kernel<<<grid, kWriteThreads, 0, stream>>>(kv, k, v, pages, slots);
-  check_launch("write_kv_kernel");
+  launch("write_kv_kernel", write_kv_kernel, grid, kWriteThreads, stream, kv, k, v, pages, slots);
 }
 
 void paged_attention(const KvLayerView& kv, const AttentionBatch& batch, const float* q, float* out,
@@ -336,11 +336,10 @@ void copy_pages(uint16_t* k_pool, uint16_t* v_pool, int32_t n_members, int64_t n
       static_cast<unsigned>(std::min((widest + kCopyThreads - 1) / kCopyThreads, kMaxCopyBlocksX)),
       static_cast<unsigned>(std::min(pairs, kMaxGridY)), 2);
   if (wide) {
-    copy_pages_kernel<uint4><<<grid, kCopyThreads, 0, stream>>>(params);
+    launch("copy_pages_kernel", copy_pages_kernel<uint4>, grid, kCopyThreads, stream, params);
   } else {
-    copy_pages_kernel<uint16_t><<<grid, kCopyThreads, 0, stream>>>(params);
+    launch("copy_pages_kernel", copy_pages_kernel<uint16_t>, grid, kCopyThreads, stream, params);
   }
-  check_launch("copy_pages_kernel");
 }
 
 }  // namespace llms::cuda

@@ -24,6 +24,7 @@
 #include "block_decode.h"
 #include "cuda_check.h"
 #include "device_kernels.h"
+#include "launch.h"
 #include "util/error.h"
 
 namespace llms::cuda {
@@ -261,9 +262,9 @@ template <GgmlType T, int MaxM>
 void launch_gemv(const DeviceMatrix& w, int64_t n_subs, const float* x, int32_t m, float* y,
                  cudaStream_t stream) {
   const int64_t n_blocks = (w.n_rows + kGemvWarps - 1) / kGemvWarps;
-  gemv_kernel<T, MaxM><<<static_cast<unsigned>(n_blocks), kGemvWarps * kWarpSize, 0, stream>>>(
-      static_cast<const uint8_t*>(w.data), w.row_bytes, w.n_rows, n_subs, x, m, aligned16(x), y);
-  check_launch("gemv_kernel");
+  launch("gemv_kernel", gemv_kernel<T, MaxM>, static_cast<unsigned>(n_blocks),
+         kGemvWarps * kWarpSize, stream, static_cast<const uint8_t*>(w.data), w.row_bytes, w.n_rows,
+         n_subs, x, m, aligned16(x), y);
 }
 
 }  // namespace
@@ -296,9 +297,9 @@ void dequantize_bf16(const DeviceMatrix& w, int64_t n_rows, uint16_t* out, cudaS
     const int64_t n_subs = sub_blocks(w, "dequantize_bf16");
     const int64_t total = n_rows * n_subs;
     if (total <= 0) return;
-    dequantize_bf16_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
-        static_cast<const uint8_t*>(w.data), w.row_bytes, n_subs, total, aligned16(out), out);
-    check_launch("dequantize_bf16_kernel");
+    launch("dequantize_bf16_kernel", dequantize_bf16_kernel<T>, grid_for(total, kThreads), kThreads,
+           stream, static_cast<const uint8_t*>(w.data), w.row_bytes, n_subs, total, aligned16(out),
+           out);
   });
 }
 
@@ -310,17 +311,16 @@ void gather_rows(const DeviceMatrix& w, const int32_t* rows, int32_t n, float sc
     const int64_t total = static_cast<int64_t>(n) * n_subs;
     if (total <= 0) return;
     // Scale 1 skips the multiply so the rows come out exactly as decoded (NaN payloads too).
-    gather_rows_kernel<T><<<grid_for(total, kThreads), kThreads, 0, stream>>>(
-        static_cast<const uint8_t*>(w.data), w.row_bytes, n_subs, rows, total, scale, scale != 1.0f,
-        aligned16(out), out);
-    check_launch("gather_rows_kernel");
+    launch("gather_rows_kernel", gather_rows_kernel<T>, grid_for(total, kThreads), kThreads, stream,
+           static_cast<const uint8_t*>(w.data), w.row_bytes, n_subs, rows, total, scale,
+           scale != 1.0f, aligned16(out), out);
   });
 }
 
 void f32_to_bf16(const float* x, int64_t n, uint16_t* out, cudaStream_t stream) {
   if (n <= 0) return;
-  f32_to_bf16_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(x, n, out);
-  check_launch("f32_to_bf16_kernel");
+  launch("f32_to_bf16_kernel", f32_to_bf16_kernel, grid_for(n, kThreads), kThreads, stream, x, n,
+         out);
 }
 
 }  // namespace llms::cuda

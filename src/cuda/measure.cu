@@ -10,6 +10,7 @@
 #include "cuda/cuda_backend.h"
 #include "cuda_check.h"
 #include "device_buffer.h"
+#include "launch.h"
 #include "util/error.h"
 
 namespace llms::cuda {
@@ -90,9 +91,8 @@ double measure_read_bandwidth(int device, size_t bytes, int passes) {
   double best = 0.0;
   for (int pass = 0; pass <= passes; ++pass) {  // pass 0 warms up
     const double s = timed(stream.get(), [&] {
-      read_sum_kernel<<<blocks, kThreads, 0, stream.get()>>>(data.get<float4>(), n,
-                                                             partial.get<float>());
-      check_launch("read_sum_kernel");
+      launch("read_sum_kernel", read_sum_kernel, blocks, kThreads, stream.get(), data.get<float4>(),
+             n, partial.get<float>());
     });
     if (pass > 0) best = std::max(best, static_cast<double>(data.bytes()) / s);
   }

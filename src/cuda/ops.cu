@@ -6,7 +6,7 @@
 // rounded sqrtf and division (its sum of squares is f32, the CPU's double); rope and the gelu
 // argument multiply and add with the _rn intrinsics, so that nvcc does not contract them into
 // FMAs the scalar reference does not use; silu and gelu use the accurate expf, never __expf (this
-// file must not be built with --use_fast_math). Every launch is checked with check_launch; an
+// file must not be built with --use_fast_math). Every launch is checked (cuda/launch.h); an
 // empty input launches nothing. weight == nullptr in rms_norm means all ones, as on the CPU.
 #include <cuda_runtime.h>
 
@@ -15,6 +15,7 @@
 
 #include "cuda_check.h"
 #include "device_kernels.h"
+#include "launch.h"
 
 namespace llms::cuda {
 namespace {
@@ -171,47 +172,43 @@ void rms_norm(const float* x, const float* weight, float* y, int32_t n_rows, int
               cudaStream_t stream) {
   if (n_rows <= 0 || dim <= 0) return;
   if (dim >= kBlockRowMinDim) {
-    rms_norm_block_kernel<<<static_cast<unsigned>(n_rows), kRowBlockThreads, 0, stream>>>(
-        x, weight, y, dim, eps);
-    check_launch("rms_norm_block_kernel");
+    launch("rms_norm_block_kernel", rms_norm_block_kernel, static_cast<unsigned>(n_rows),
+           kRowBlockThreads, stream, x, weight, y, dim, eps);
   } else {
     const unsigned blocks = static_cast<unsigned>((n_rows + kRowWarps - 1) / kRowWarps);
-    rms_norm_warp_kernel<<<blocks, kRowWarps * kWarpSize, 0, stream>>>(x, weight, y, n_rows, dim,
-                                                                       eps);
-    check_launch("rms_norm_warp_kernel");
+    launch("rms_norm_warp_kernel", rms_norm_warp_kernel, blocks, kRowWarps * kWarpSize, stream, x,
+           weight, y, n_rows, dim, eps);
   }
 }
 
 void add_bias(float* x, const float* bias, int32_t n_rows, int32_t dim, cudaStream_t stream) {
   if (n_rows <= 0 || dim <= 0) return;
-  add_bias_kernel<<<static_cast<unsigned>(n_rows), kElementwiseThreads, 0, stream>>>(x, bias, dim);
-  check_launch("add_bias_kernel");
+  launch("add_bias_kernel", add_bias_kernel, static_cast<unsigned>(n_rows), kElementwiseThreads,
+         stream, x, bias, dim);
 }
 
 void add(float* x, const float* y, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  add_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(x, y, n);
-  check_launch("add_kernel");
+  launch("add_kernel", add_kernel, elementwise_blocks(n), kElementwiseThreads, stream, x, y, n);
 }
 
 void rope(float* x, int32_t n_tokens, int32_t n_heads, int32_t head_dim, const float* cos,
           const float* sin, bool neox, cudaStream_t stream) {
   if (n_tokens <= 0 || n_heads <= 0 || head_dim < 2) return;
-  rope_kernel<<<static_cast<unsigned>(n_tokens), kElementwiseThreads, 0, stream>>>(
-      x, n_heads, head_dim, cos, sin, neox);
-  check_launch("rope_kernel");
+  launch("rope_kernel", rope_kernel, static_cast<unsigned>(n_tokens), kElementwiseThreads, stream,
+         x, n_heads, head_dim, cos, sin, neox);
 }
 
 void silu_mul(float* gate, const float* up, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  silu_mul_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(gate, up, n);
-  check_launch("silu_mul_kernel");
+  launch("silu_mul_kernel", silu_mul_kernel, elementwise_blocks(n), kElementwiseThreads, stream,
+         gate, up, n);
 }
 
 void gelu_tanh_mul(float* gate, const float* up, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
-  gelu_tanh_mul_kernel<<<elementwise_blocks(n), kElementwiseThreads, 0, stream>>>(gate, up, n);
-  check_launch("gelu_tanh_mul_kernel");
+  launch("gelu_tanh_mul_kernel", gelu_tanh_mul_kernel, elementwise_blocks(n), kElementwiseThreads,
+         stream, gate, up, n);
 }
 
 }  // namespace llms::cuda
