@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
@@ -14,22 +15,47 @@
 #include "cuda_runner.h"
 #include "cuda_test_support.h"
 #include "gguf/gguf_file.h"
+#include "gguf/gguf_writer.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/step_batch.h"
 #include "model/cpu_runner.h"
 #include "model/tiny_model.h"
+#include "quant/quant.h"
 
 namespace llms::cuda {
 namespace {
 
 using namespace testing_support;
 
-// End to end: the CUDA runner against the CPU runner on the same tiny model and the same
-// batches. The runners sit side by side; every step goes to both and every logits row is
-// compared: within a normalized error `tolerance` (1e-3 leaves room for bf16 GEMM products in
-// steps of more than 8 tokens and the CPU's 8-bit activations on quantized weights), and the
-// argmax too unless the CPU's top two are within 5 % of the row's RMS (a tie either rounding may
-// break).
+// The model with every tensor stored as F32: the values the GPU decodes from the quantized
+// blocks (quant::dequantize_row), multiplied on the CPU without its 8-bit activations.
+std::vector<uint8_t> with_f32_weights(const gguf::GgufFile& file) {
+  gguf::GgufWriter out;
+  out.copy_metadata(file);
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    const auto row = static_cast<int64_t>(t.ne[0]);
+    const size_t row_bytes = *gguf::ggml_row_bytes(t.type, t.ne[0]);
+    const std::span<const uint8_t> data = file.tensor_data(t);
+    std::vector<float> values(t.n_elements);
+    for (int64_t r = 0; r * row < static_cast<int64_t>(t.n_elements); ++r) {
+      quant::dequantize_row(t.type, data.data() + static_cast<size_t>(r) * row_bytes,
+                            values.data() + r * row, row);
+    }
+    std::vector<uint8_t> bytes(values.size() * sizeof(float));
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    out.add_tensor(t.name, GgmlType::kF32, std::span(t.ne.data(), t.n_dims), std::move(bytes));
+  }
+  return out.to_bytes();
+}
+
+// End to end: the CUDA runner against the CPU runner on tiny models of each family: the same
+// batches to both, every logits row compared. The CPU runs the model's weights stored as F32
+// (with_f32_weights), so both multiply the same weight values with f32 activations: on
+// quantized weights the CPU's own kernels multiply 8-bit activations, whose error (a few 1e-3 of
+// the logits with the K-quants' 256-value blocks) would hide the GPU's. Logits are compared
+// within a normalized error `tolerance` (1e-3 leaves room for bf16 GEMM products in steps of
+// more than 8 tokens), and the argmax too unless the CPU's top two are within 5 % of the row's
+// RMS (a tie either rounding may break).
 class TwinRunners {
  public:
   // use_graphs: small steps replay captured graphs (some tests run eagerly, so a graph bug and
@@ -38,7 +64,9 @@ class TwinRunners {
               int64_t slice_elements)
       : bytes_(model::build_tiny_model(spec).to_bytes()),
         file_(gguf::GgufFile::from_bytes(bytes_)),
-        cpu_(file_, std::make_shared<ThreadPool>(2)),
+        cpu_bytes_(with_f32_weights(file_)),
+        cpu_file_(gguf::GgufFile::from_bytes(cpu_bytes_)),
+        cpu_(cpu_file_, std::make_shared<ThreadPool>(2)),
         gpu_(file_, device, 0.5, use_graphs, slice_elements),
         layout_(cpu_.config().windowed_kv_layout()) {
     cpu_.allocate_kv(kBlock, kBlocks, kv::KvCacheType::kF16, layout_);
@@ -83,6 +111,8 @@ class TwinRunners {
  private:
   std::vector<uint8_t> bytes_;
   gguf::GgufFile file_;
+  std::vector<uint8_t> cpu_bytes_;
+  gguf::GgufFile cpu_file_;
   model::CpuRunner cpu_;
   CudaRunner gpu_;
   kv::KvGroupLayout layout_;
@@ -261,13 +291,18 @@ TEST_F(CudaConformance, StepGraphsGiveTheEagerStepsBitForBit) {
   };
   for (int step = 0; step < 40; ++step) {
     kv::StepBatch batch;
+    batch.n_kv_groups = layout.n_groups();
     const int n_seqs = step < 20 ? 1 : 2;
+    // The batch views its sequences' tokens and tables: they live until the step has run.
+    std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(n_seqs));
+    std::vector<std::vector<kv::BlockId>> tables(static_cast<size_t>(n_seqs));
     for (int q = 0; q < n_seqs; ++q) {
       const int32_t n_new = step == 0 || (step == 20 && q == 1) ? 12 : 1;  // prompts, then decode
-      std::vector<int32_t> tokens;
-      for (int i = 0; i < n_new; ++i) tokens.push_back(static_cast<int32_t>(rng() % 200) + 10);
-      const auto table = table_for(layout, 16 * q, cached[q] + n_new, cached[q]);
-      batch.add_sequence(q, tokens, cached[q], table, 1);
+      auto& t = tokens[static_cast<size_t>(q)];
+      for (int i = 0; i < n_new; ++i) t.push_back(static_cast<int32_t>(rng() % 200) + 10);
+      auto& table = tables[static_cast<size_t>(q)];
+      table = table_for(layout, 16 * q, cached[q] + n_new, cached[q]);
+      batch.add_sequence(q, t, cached[q], table, 1);
       cached[q] += n_new;
     }
     ASSERT_NO_FATAL_FAILURE(run_both(batch, "step " + std::to_string(step)));
