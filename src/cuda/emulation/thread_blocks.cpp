@@ -170,24 +170,26 @@ class BlockRun {
     if (live_ > 0) {
       size_t at_shuffles = 0;
       for (const Warp& w : warps_) at_shuffles += w.barrier.waiting.size();
-      throw Error(Error::Kind::kInternal,
-                  fmt::format("CUDA emulation: kernel {}, block ({}, {}, {}): {} thread(s) wait at "
-                              "__syncthreads and {} at a warp shuffle that the block's other "
-                              "threads never reach ({} of {} returned)",
-                              kernel_, block_idx.x, block_idx.y, block_idx.z,
-                              block_barrier_.waiting.size(), at_shuffles, n - live_, n));
+      throw Error(
+          Error::Kind::kInternal,
+          fmt::format("CUDA emulation: kernel {}, block ({}, {}, {}): {} thread(s) wait at "
+                      "__syncthreads and {} at a warp shuffle or __syncwarp that the block's other "
+                      "threads never reach ({} of {} returned)",
+                      kernel_, block_idx.x, block_idx.y, block_idx.z, block_barrier_.waiting.size(),
+                      at_shuffles, n - live_, n));
     }
   }
 
   void sync_threads() { arrive(block_barrier_, static_cast<size_t>(live_)); }
 
+  void sync_warp(unsigned mask) {
+    check_whole_warp(mask, "__syncwarp");
+    Warp& w = warps_[static_cast<size_t>(running_ / kWarpSize)];
+    arrive(w.barrier, w.lanes);
+  }
+
   uint64_t shuffle_xor(unsigned mask, uint64_t bits, int lane_mask) {
-    if (mask != 0xffffffffu) {
-      throw Error(Error::Kind::kUnsupported,
-                  fmt::format("CUDA emulation: kernel {}: a shuffle with mask {:#x} (only whole "
-                              "warps are emulated)",
-                              kernel_, mask));
-    }
+    check_whole_warp(mask, "__shfl_xor_sync");
     Warp& w = warps_[static_cast<size_t>(running_ / kWarpSize)];
     const int lane = running_ % kWarpSize;
     // Two slot rows by generation: a lane that leaves this shuffle first writes its next value
@@ -239,6 +241,15 @@ class BlockRun {
     *--sp = reinterpret_cast<void*>(&fiber_entry);
     for (int r = 0; r < 6; ++r) *--sp = nullptr;  // rbp, rbx, r12-r15
     return sp;
+  }
+
+  void check_whole_warp(unsigned mask, const char* what) const {
+    if (mask != 0xffffffffu) {
+      throw Error(Error::Kind::kUnsupported,
+                  fmt::format("CUDA emulation: kernel {}: {} with mask {:#x} (only whole warps "
+                              "are emulated)",
+                              kernel_, what, mask));
+    }
   }
 
   void arrive(Barrier& b, size_t expected) {
@@ -322,6 +333,8 @@ BlockRun& running_block(const char* what) {
 }  // namespace
 
 void sync_threads() { running_block("__syncthreads").sync_threads(); }
+
+void sync_warp(unsigned mask) { running_block("__syncwarp").sync_warp(mask); }
 
 uint64_t shuffle_xor(unsigned mask, uint64_t bits, int lane_mask) {
   return running_block("__shfl_xor_sync").shuffle_xor(mask, bits, lane_mask);

@@ -33,6 +33,9 @@ inline const ThreadIndices& current_thread() { return *detail::current; }
 // __syncthreads: returns once every thread of the block still running has called it.
 void sync_threads();
 
+// __syncwarp: returns once every lane of this thread's warp has called it (the full mask only).
+void sync_warp(unsigned mask);
+
 // __shfl_xor_sync: this lane's bits go to lane ^ lane_mask; returns that lane's. Only the full
 // mask is taken (all the module's shuffles are whole-warp reductions).
 uint64_t shuffle_xor(unsigned mask, uint64_t bits, int lane_mask);

@@ -26,6 +26,7 @@
 #define gridDim (::llms::cuda::emulation::current_thread().grid_dim)
 
 inline void __syncthreads() { ::llms::cuda::emulation::sync_threads(); }
+inline void __syncwarp(unsigned mask = 0xffffffffu) { ::llms::cuda::emulation::sync_warp(mask); }
 
 // Lane (this lane ^ lane_mask)'s v. Every lane of the warp must take part (mask all ones): a
 // lane that has left makes the others wait forever, which the emulation reports.
