@@ -36,9 +36,18 @@ bool device_supports(gguf::GgmlType type);
 // cuBLAS GEMM (cuda/cuda_runner.cpp).
 inline constexpr int32_t kMaxGemvRows = 8;
 
+// Which kernel gemv() runs. kAuto: for every type but F32, when the matrix starts on a 16-byte
+// boundary, each warp copies its row through shared memory with 16-byte loads and decodes it
+// there (cuda/matmul.cu, gemv_staged_kernel); otherwise each lane decodes its sub-blocks straight
+// from global memory. kSubBlocks forces the latter (the timings compare the two). Both give the
+// same bits.
+enum class GemvKernel { kAuto, kSubBlocks };
+
 // y[i * w.n_rows + r] = sum_c W[r][c] * x[i * w.n_cols + c] for i < m (1 <= m <= kMaxGemvRows),
-// r < w.n_rows; weights decoded in registers, f32 accumulation.
-void gemv(const DeviceMatrix& w, const float* x, int32_t m, float* y, cudaStream_t stream);
+// r < w.n_rows; weights decoded in registers, f32 accumulation. May read up to 15 bytes past the
+// matrix's last row (whole 16-byte words).
+void gemv(const DeviceMatrix& w, const float* x, int32_t m, float* y, cudaStream_t stream,
+          GemvKernel kernel = GemvKernel::kAuto);
 
 // out[r * w.n_cols + c] = W[r][c] as bf16 bits (round to nearest even), r < n_rows (a prefix of
 // the matrix's rows). The GEMM path multiplies these with bf16 activations on tensor cores.

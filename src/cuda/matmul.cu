@@ -184,6 +184,104 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpSize)
   }
 }
 
+// Bytes of 2,048 values (64 sub-blocks: 64 legacy blocks or 8 K-quant super-blocks) of the
+// types gemv_staged_kernel takes; 0 for F32, whose 8 KiB a warp would not fit the block's shared
+// memory.
+template <GgmlType T>
+__host__ __device__ constexpr int staged_group_bytes() {
+  switch (T) {
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+      return 64 * 64;
+    case GgmlType::kQ4_0:
+      return 64 * 18;
+    case GgmlType::kQ4_1:
+      return 64 * 20;
+    case GgmlType::kQ5_0:
+      return 64 * 22;
+    case GgmlType::kQ5_1:
+      return 64 * 24;
+    case GgmlType::kQ8_0:
+      return 64 * 34;
+    case GgmlType::kQ4_K:
+      return 8 * 144;
+    case GgmlType::kQ5_K:
+      return 8 * 176;
+    case GgmlType::kQ6_K:
+      return 8 * 210;
+    default:
+      return 0;
+  }
+}
+
+constexpr int kStagedSubs = 64;
+
+// gemv_kernel with the weights read through shared memory: each warp copies 64 sub-blocks of its
+// row at a time with 16-byte loads, lane L the words L, L + 32, ... (the warp reads contiguous
+// bytes, every load instruction whole 32-byte sectors, several loads in flight per lane), then
+// lane L decodes sub-blocks L and L + 32 of the copy. Most types' blocks are not 16-byte aligned
+// (Q6_K's 210 bytes, Q8_0's 34) and rows need not be either: the copy starts at the 16-byte word
+// holding the group's first byte and ends with the word holding its last, so it may read up to
+// 15 bytes past the matrix (device allocations and the runner's weight pieces are padded to 256
+// bytes). Each lane takes the same sub-blocks in the same order as gemv_kernel: the same bits.
+template <GgmlType T, int MaxM>
+__global__ void __launch_bounds__(kGemvWarps* kWarpSize)
+    gemv_staged_kernel(const uint8_t* __restrict__ w, size_t row_bytes, int64_t n_rows,
+                       int64_t n_subs, const float* __restrict__ x, int32_t m, bool x_vec4,
+                       float* __restrict__ y) {
+  constexpr int kGroupBytes = staged_group_bytes<T>();
+  constexpr int kStageWords = kGroupBytes / 16 + 2;  // + the partial words at both ends
+  __shared__ uint4 stage[kGemvWarps][kStageWords];
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
+  if (r >= n_rows) return;  // the whole warp leaves: its __syncwarp and shuffles see full warps
+  const uint8_t* row = w + r * static_cast<int64_t>(row_bytes);
+  const int64_t n_cols = n_subs * kSubBlockValues;
+
+  float acc[MaxM];
+#pragma unroll
+  for (int i = 0; i < MaxM; ++i) acc[i] = 0.0f;
+
+  for (int64_t g = 0; g < n_subs; g += kStagedSubs) {
+    const int subs = static_cast<int>(n_subs - g < kStagedSubs ? n_subs - g : kStagedSubs);
+    // A partial group of K-quants is whole super-blocks (rows are), so its size is exact too.
+    const uint8_t* begin = row + g / kStagedSubs * kGroupBytes;
+    const uint8_t* end = begin + subs * kGroupBytes / kStagedSubs;
+    const uintptr_t first = reinterpret_cast<uintptr_t>(begin) & ~uintptr_t{15};
+    const int head = static_cast<int>(reinterpret_cast<uintptr_t>(begin) - first);
+    const int words = static_cast<int>((reinterpret_cast<uintptr_t>(end) - first + 15) / 16);
+    const auto* src = reinterpret_cast<const uint4*>(first);
+    for (int i = lane; i < words; i += kWarpSize) stage[warp][i] = src[i];
+    __syncwarp();
+    const uint8_t* staged = reinterpret_cast<const uint8_t*>(stage[warp]) + head;
+    for (int s = lane; s < subs; s += kWarpSize) {
+      float v[kSubBlockValues];
+      decode_sub<T>(staged, s, v);
+      const float* xs = x + (g + s) * kSubBlockValues;
+#pragma unroll
+      for (int i = 0; i < MaxM; ++i) {
+        if (i < m) acc[i] += dot_sub(v, xs + i * n_cols, x_vec4);
+      }
+    }
+    __syncwarp();  // every lane has decoded this group before the next copy overwrites it
+  }
+
+#pragma unroll
+  for (int i = 0; i < MaxM; ++i) {
+#pragma unroll
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+      acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], offset);
+    }
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int i = 0; i < MaxM; ++i) {
+      if (i < m) y[i * n_rows + r] = acc[i];
+    }
+  }
+}
+
 // One thread per sub-block t of the first n_rows rows: row t / n_subs, sub-block t % n_subs,
 // whose 32 outputs start at out + 32 t (row r's values start at r * n_cols = 32 r * n_subs).
 template <GgmlType T>
@@ -260,18 +358,27 @@ __global__ void __launch_bounds__(kThreads)
 
 template <GgmlType T, int MaxM>
 void launch_gemv(const DeviceMatrix& w, int64_t n_subs, const float* x, int32_t m, float* y,
-                 cudaStream_t stream) {
-  const int64_t n_blocks = (w.n_rows + kGemvWarps - 1) / kGemvWarps;
-  launch("gemv_kernel", gemv_kernel<T, MaxM>, static_cast<unsigned>(n_blocks),
-         kGemvWarps * kWarpSize, stream, static_cast<const uint8_t*>(w.data), w.row_bytes, w.n_rows,
-         n_subs, x, m, aligned16(x), y);
+                 GemvKernel kernel, cudaStream_t stream) {
+  const auto n_blocks = static_cast<unsigned>((w.n_rows + kGemvWarps - 1) / kGemvWarps);
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  // The staged copy starts at 16-byte words: the matrix must start on one.
+  if constexpr (staged_group_bytes<T>() > 0) {
+    if (kernel == GemvKernel::kAuto && aligned16(data)) {
+      launch("gemv_staged_kernel", gemv_staged_kernel<T, MaxM>, n_blocks, kGemvWarps * kWarpSize,
+             stream, data, w.row_bytes, w.n_rows, n_subs, x, m, aligned16(x), y);
+      return;
+    }
+  }
+  launch("gemv_kernel", gemv_kernel<T, MaxM>, n_blocks, kGemvWarps * kWarpSize, stream, data,
+         w.row_bytes, w.n_rows, n_subs, x, m, aligned16(x), y);
 }
 
 }  // namespace
 
 bool device_supports(gguf::GgmlType type) { return decodable(type); }
 
-void gemv(const DeviceMatrix& w, const float* x, int32_t m, float* y, cudaStream_t stream) {
+void gemv(const DeviceMatrix& w, const float* x, int32_t m, float* y, cudaStream_t stream,
+          GemvKernel kernel) {
   dispatch_type(w.type, "gemv", [&](auto tag) {
     constexpr GgmlType T = decltype(tag)::value;
     const int64_t n_subs = sub_blocks(w, "gemv");
@@ -279,14 +386,14 @@ void gemv(const DeviceMatrix& w, const float* x, int32_t m, float* y, cudaStream
     // Instantiations for m = 1, 2, <= 4, <= 8: decode (m = 1) pays for no unused accumulators,
     // and the type x m matrix stays small.
     if (m == 1) {
-      launch_gemv<T, 1>(w, n_subs, x, m, y, stream);
+      launch_gemv<T, 1>(w, n_subs, x, m, y, kernel, stream);
     } else if (m == 2) {
-      launch_gemv<T, 2>(w, n_subs, x, m, y, stream);
+      launch_gemv<T, 2>(w, n_subs, x, m, y, kernel, stream);
     } else if (m <= 4) {
-      launch_gemv<T, 4>(w, n_subs, x, m, y, stream);
+      launch_gemv<T, 4>(w, n_subs, x, m, y, kernel, stream);
     } else {
       static_assert(kMaxGemvRows == 8, "gemv instantiates up to 8 activation rows");
-      launch_gemv<T, kMaxGemvRows>(w, n_subs, x, m, y, stream);
+      launch_gemv<T, kMaxGemvRows>(w, n_subs, x, m, y, kernel, stream);
     }
   });
 }

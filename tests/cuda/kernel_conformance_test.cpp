@@ -21,10 +21,13 @@ namespace {
 
 using namespace testing_support;
 
+// Both GEMV kernels (cuda/device_kernels.h: GemvKernel), on widths of whole and partial staged
+// groups (64 sub-blocks: 2,048 values), rows that start off 16-byte boundaries (Q6_K's 210-byte
+// blocks, Q8_0's 34) and a matrix that does (the staged kernel) or does not (the other).
 TEST_F(CudaConformance, GemvMatchesTheDecodedWeightsForEveryTypeAndShape) {
   for (GgmlType type : kTypes) {
-    const std::vector<int64_t> widths =
-        k_quant(type) ? std::vector<int64_t>{256, 768, 4096} : std::vector<int64_t>{32, 896, 4096};
+    const std::vector<int64_t> widths = k_quant(type) ? std::vector<int64_t>{256, 768, 3584, 4096}
+                                                      : std::vector<int64_t>{32, 896, 2080, 4096};
     for (int64_t cols : widths) {
       for (int64_t rows : {1, 5, 67}) {
         for (int32_t m : {1, 2, 3, 5, kMaxGemvRows}) {
@@ -45,9 +48,19 @@ TEST_F(CudaConformance, GemvMatchesTheDecodedWeightsForEveryTypeAndShape) {
           DeviceBuffer dw = upload(w.bytes);
           DeviceBuffer dx = upload(x);
           DeviceBuffer dy(want.size() * sizeof(float));
-          gemv(DeviceMatrix{type, dw.get(), rows, cols, w.row_bytes}, dx.get<float>(), m,
-               dy.get<float>(), nullptr);
-          EXPECT_LT(nmse(download<float>(dy, want.size()), want), 1e-10);
+          const DeviceMatrix matrix{type, dw.get(), rows, cols, w.row_bytes};
+          gemv(matrix, dx.get<float>(), m, dy.get<float>(), nullptr, GemvKernel::kAuto);
+          const std::vector<float> got = download<float>(dy, want.size());
+          EXPECT_LT(nmse(got, want), 1e-10);
+          gemv(matrix, dx.get<float>(), m, dy.get<float>(), nullptr, GemvKernel::kSubBlocks);
+          ASSERT_EQ(download<float>(dy, want.size()), got) << "the two kernels differ";
+          // The same matrix 2 bytes past a 16-byte boundary: the sub-block kernel.
+          std::vector<uint8_t> shifted(w.bytes.size() + 2);
+          std::copy(w.bytes.begin(), w.bytes.end(), shifted.begin() + 2);
+          DeviceBuffer ds = upload(shifted);
+          gemv(DeviceMatrix{type, ds.get<uint8_t>() + 2, rows, cols, w.row_bytes}, dx.get<float>(),
+               m, dy.get<float>(), nullptr);
+          ASSERT_EQ(download<float>(dy, want.size()), got) << "unaligned matrix";
         }
       }
     }

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_test_support.h"
@@ -50,7 +51,8 @@ TEST_F(CudaConformance, KernelTimings) {
   };
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ5_K, GgmlType::kQ8_0,
                         GgmlType::kQ4_0, GgmlType::kBF16, GgmlType::kF16}) {
-    for (const Shape& shape : {Shape{4096, 4096}, Shape{14336, 4096}, Shape{4096, 14336}}) {
+    for (const Shape& shape :
+         {Shape{4096, 4096}, Shape{14336, 4096}, Shape{4096, 14336}, Shape{3584, 18944}}) {
       const size_t row_bytes = *gguf::ggml_row_bytes(type, static_cast<uint64_t>(shape.cols));
       const auto bytes =
           model::fast_weight_bytes(type, static_cast<uint64_t>(shape.rows * shape.cols), 1, 0.05f);
@@ -58,14 +60,20 @@ TEST_F(CudaConformance, KernelTimings) {
       DeviceBuffer dx = upload(random_floats(static_cast<size_t>(shape.cols), 2));
       DeviceBuffer dy(static_cast<size_t>(shape.rows) * sizeof(float));
       const DeviceMatrix w{type, dw.get(), shape.rows, shape.cols, row_bytes};
-      const double s =
-          time_calls([&] { gemv(w, dx.get<float>(), 1, dy.get<float>(), stream.get()); });
-      const double rate = static_cast<double>(bytes.size()) / s;
-      std::printf(
-          "{\"kernel\": \"gemv\", \"type\": \"%s\", \"rows\": %lld, \"cols\": %lld, "
-          "\"us\": %.2f, \"bytes_per_s\": %.4g, \"fraction_of_bandwidth\": %.3f}\n",
-          std::string(gguf::ggml_type_name(type)).c_str(), static_cast<long long>(shape.rows),
-          static_cast<long long>(shape.cols), s * 1e6, rate, rate / bandwidth);
+      // The kernel gemv() takes and the sub-block one, side by side (GemvKernel).
+      for (const auto& [kernel, name] : {std::pair{GemvKernel::kAuto, "auto"},
+                                         std::pair{GemvKernel::kSubBlocks, "sub_blocks"}}) {
+        const double s =
+            time_calls([&] { gemv(w, dx.get<float>(), 1, dy.get<float>(), stream.get(), kernel); });
+        const double rate = static_cast<double>(bytes.size()) / s;
+        std::printf(
+            "{\"kernel\": \"gemv\", \"variant\": \"%s\", \"type\": \"%s\", \"rows\": %lld, "
+            "\"cols\": %lld, \"us\": %.2f, \"bytes_per_s\": %.4g, "
+            "\"fraction_of_bandwidth\": %.3f}\n",
+            name, std::string(gguf::ggml_type_name(type)).c_str(),
+            static_cast<long long>(shape.rows), static_cast<long long>(shape.cols), s * 1e6, rate,
+            rate / bandwidth);
+      }
     }
   }
   // Decode attention: one token per sequence, 8 sequences x 4,096 cached tokens, 32 query heads
