@@ -15,6 +15,7 @@
 #include "device_kernels.h"
 #include "kernels/ops.h"
 #include "quant/float_convert.h"
+#include "util/error.h"
 
 namespace llms::cuda {
 namespace {
@@ -421,6 +422,17 @@ TEST_F(CudaConformance, CopyPagesCopiesEveryMember) {
              ds.get<int32_t>(), dd.get<int32_t>(), 2, nullptr);
   EXPECT_EQ(download<uint16_t>(dk, k.size()), k_want);
   EXPECT_EQ(download<uint16_t>(dv, v.size()), v_want);
+}
+
+// The floors bench-model measures a GPU against (cuda/cuda_backend.h), on small sizes: the
+// kernels and the timing around them run and give a rate; bad arguments are refused.
+TEST_F(CudaConformance, TheBenchmarkFloorsAreMeasured) {
+  const double bandwidth = measure_read_bandwidth(0, size_t{8} << 20, 2);
+  EXPECT_TRUE(std::isfinite(bandwidth) && bandwidth > 0.0) << bandwidth;
+  const double flops = measure_bf16_gemm_flops(0, 64, 2);
+  EXPECT_TRUE(std::isfinite(flops) && flops > 0.0) << flops;
+  EXPECT_THROW(measure_read_bandwidth(0, 8, 1), Error);
+  EXPECT_THROW(measure_bf16_gemm_flops(0, 8, 1), Error);
 }
 
 }  // namespace
