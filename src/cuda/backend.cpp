@@ -12,8 +12,13 @@ namespace llms::cuda {
 bool compiled_in() { return true; }
 
 std::string gemm_path() {
+#if defined(LLMS_CUDA_EMULATION)
+  // A host loop stands for cuBLAS (cuda/emulation): nothing to measure a GPU's rate against.
+  return "emulated";
+#else
   const std::string why = cublas_unavailable_reason();
   return why.empty() ? std::string("cublas") : "gemv: " + why;
+#endif
 }
 
 Probe probe() {
