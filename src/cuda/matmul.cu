@@ -141,6 +141,38 @@ __device__ __forceinline__ float dot_sub(const float* v, const float* x, bool x_
   return a + b;
 }
 
+// acc[i] += sub-block s of `row` (decoded) . the same 32 columns of activation row i, i < m.
+// The one order both GEMV kernels sum in, so that they give the same bits.
+template <GgmlType T, int MaxM>
+__device__ __forceinline__ void accumulate_sub(const uint8_t* row, int64_t s, const float* xs,
+                                               int64_t n_cols, int32_t m, bool x_vec4, float* acc) {
+  float v[kSubBlockValues];
+  decode_sub<T>(row, s, v);
+#pragma unroll
+  for (int i = 0; i < MaxM; ++i) {
+    if (i < m) acc[i] += dot_sub(v, xs + i * n_cols, x_vec4);
+  }
+}
+
+// The warp's sums of row r: a shuffle tree, then lane 0 writes y[i * n_rows + r], i < m.
+template <int MaxM>
+__device__ __forceinline__ void store_row(float* acc, int lane, int64_t r, int64_t n_rows,
+                                          int32_t m, float* y) {
+#pragma unroll
+  for (int i = 0; i < MaxM; ++i) {
+#pragma unroll
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+      acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], offset);
+    }
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int i = 0; i < MaxM; ++i) {
+      if (i < m) y[i * n_rows + r] = acc[i];
+    }
+  }
+}
+
 // One warp per weight row r: lane L takes sub-blocks L, L + 32, ... of the row (rows of only a
 // few sub-blocks leave lanes idle but stay correct), decodes each once in registers and dots it
 // with the same 32 columns of every activation row. MaxM bounds m at compile time so the
@@ -160,28 +192,10 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpSize)
   for (int i = 0; i < MaxM; ++i) acc[i] = 0.0f;
 
   for (int64_t s = lane; s < n_subs; s += kWarpSize) {
-    float v[kSubBlockValues];
-    decode_sub<T>(row, s, v);
-    const float* xs = x + s * kSubBlockValues;
-#pragma unroll
-    for (int i = 0; i < MaxM; ++i) {
-      if (i < m) acc[i] += dot_sub(v, xs + i * n_cols, x_vec4);
-    }
+    accumulate_sub<T, MaxM>(row, s, x + s * kSubBlockValues, n_cols, m, x_vec4, acc);
   }
 
-#pragma unroll
-  for (int i = 0; i < MaxM; ++i) {
-#pragma unroll
-    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-      acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], offset);
-    }
-  }
-  if (lane == 0) {
-#pragma unroll
-    for (int i = 0; i < MaxM; ++i) {
-      if (i < m) y[i * n_rows + r] = acc[i];
-    }
-  }
+  store_row<MaxM>(acc, lane, r, n_rows, m, y);
 }
 
 // Bytes of 2,048 values (64 sub-blocks: 64 legacy blocks or 8 K-quant super-blocks) of the
@@ -256,30 +270,12 @@ __global__ void __launch_bounds__(kGemvWarps* kWarpSize)
     __syncwarp();
     const uint8_t* staged = reinterpret_cast<const uint8_t*>(stage[warp]) + head;
     for (int s = lane; s < subs; s += kWarpSize) {
-      float v[kSubBlockValues];
-      decode_sub<T>(staged, s, v);
-      const float* xs = x + (g + s) * kSubBlockValues;
-#pragma unroll
-      for (int i = 0; i < MaxM; ++i) {
-        if (i < m) acc[i] += dot_sub(v, xs + i * n_cols, x_vec4);
-      }
+      accumulate_sub<T, MaxM>(staged, s, x + (g + s) * kSubBlockValues, n_cols, m, x_vec4, acc);
     }
     __syncwarp();  // every lane has decoded this group before the next copy overwrites it
   }
 
-#pragma unroll
-  for (int i = 0; i < MaxM; ++i) {
-#pragma unroll
-    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-      acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], offset);
-    }
-  }
-  if (lane == 0) {
-#pragma unroll
-    for (int i = 0; i < MaxM; ++i) {
-      if (i < m) y[i * n_rows + r] = acc[i];
-    }
-  }
+  store_row<MaxM>(acc, lane, r, n_rows, m, y);
 }
 
 // One thread per sub-block t of the first n_rows rows: row t / n_subs, sub-block t % n_subs,
