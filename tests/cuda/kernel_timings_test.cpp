@@ -61,8 +61,11 @@ TEST_F(CudaConformance, KernelTimings) {
       DeviceBuffer dy(static_cast<size_t>(shape.rows) * sizeof(float));
       const DeviceMatrix w{type, dw.get(), shape.rows, shape.cols, row_bytes};
       // The kernel gemv() takes and the sub-block one, side by side (GemvKernel).
-      for (const auto& [kernel, name] : {std::pair{GemvKernel::kAuto, "auto"},
-                                         std::pair{GemvKernel::kSubBlocks, "sub_blocks"}}) {
+      for (const auto& variant : {std::pair{GemvKernel::kAuto, "auto"},
+                                  std::pair{GemvKernel::kSubBlocks, "sub_blocks"}}) {
+        // Not a structured binding: clang 15 does not let a lambda capture one.
+        const GemvKernel kernel = variant.first;
+        const char* name = variant.second;
         const double s =
             time_calls([&] { gemv(w, dx.get<float>(), 1, dy.get<float>(), stream.get(), kernel); });
         const double rate = static_cast<double>(bytes.size()) / s;
