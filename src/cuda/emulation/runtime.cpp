@@ -75,9 +75,8 @@ bool on_device(const void* p, size_t bytes) {
 }
 
 thread_local cudaError_t t_last_error = cudaSuccess;
-thread_local std::string t_fault;  // what the last cudaErrorLaunchFailure was
-thread_local int t_capturing = 0;  // streams this thread is capturing
-thread_local std::vector<CUstream_st*> t_captures;
+thread_local std::string t_fault;                   // what the last cudaErrorLaunchFailure was
+thread_local std::vector<CUstream_st*> t_captures;  // the streams this thread is capturing
 
 CUstream_st g_legacy_stream;
 
@@ -90,7 +89,7 @@ cudaError_t fail(cudaError_t error) {
 
 // A synchronous call while this thread captures: prohibited, and it invalidates the capture.
 bool prohibited_during_capture() {
-  if (t_capturing == 0) return false;
+  if (t_captures.empty()) return false;
   for (CUstream_st* s : t_captures) s->invalidated = true;
   return true;
 }
@@ -351,6 +350,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned /*flags*/) 
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (stream == nullptr) return fail(cudaErrorInvalidResourceHandle);
+  std::erase(t_captures, stream);
   delete stream->graph;
   delete stream;
   return cudaSuccess;
@@ -371,7 +371,6 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode /*
   stream->capturing = true;
   stream->invalidated = false;
   stream->graph = new CUgraph_st;
-  ++t_capturing;
   t_captures.push_back(stream);
   return cudaSuccess;
 }
@@ -380,7 +379,6 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
   *graph = nullptr;
   if (stream == nullptr || !stream->capturing) return fail(cudaErrorStreamCaptureUnmatched);
   stream->capturing = false;
-  --t_capturing;
   std::erase(t_captures, stream);
   CUgraph_st* g = stream->graph;
   stream->graph = nullptr;

@@ -140,7 +140,7 @@ class BlockRun {
     for (size_t w = 0; w < warps_.size(); ++w) {
       warps_[w].lanes = std::min<unsigned>(kWarpSize, n - static_cast<unsigned>(w) * kWarpSize);
     }
-    for (unsigned i = 0; i < n; ++i) stacks_.push_back(t_stacks.bottom(i));
+    for (unsigned i = 0; i < n; ++i) t_stacks.bottom(i);  // map them before the first block
   }
 
   void run_block(uint3 block_idx) {
@@ -277,7 +277,8 @@ class BlockRun {
     detail::current = &f.indices;
 #if defined(LLMS_EMULATION_ASAN)
     void* fake_stack = nullptr;
-    __sanitizer_start_switch_fiber(&fake_stack, stacks_[static_cast<size_t>(i)], kStackBytes);
+    __sanitizer_start_switch_fiber(&fake_stack, t_stacks.bottom(static_cast<size_t>(i)),
+                                   kStackBytes);
 #endif
     llms_emulation_switch(&scheduler_sp_, f.sp);
 #if defined(LLMS_EMULATION_ASAN)
@@ -307,7 +308,6 @@ class BlockRun {
   dim3 block_;
   const std::function<void()>& body_;
   std::vector<Fiber> fibers_;
-  std::vector<char*> stacks_;
   std::vector<Warp> warps_;
   Barrier block_barrier_;
   std::deque<int> ready_;
