@@ -15,12 +15,9 @@
 // sum_j p_j v_j. A token that sees no key at all (every page given back; the caller never asks
 // for one) gets zeros rather than NaN.
 //
-// Launch: one 128-thread block (4 warps) per (token, query head). Warp w walks the keys lo + w,
-// lo + w + 4, ... with an online softmax of its own (running max, running sum, and a slice of the
-// output accumulator in each lane: dims lane, lane + 32, ...); per key the 32 lanes split the
-// head dims and shuffle-reduce the dot product. The four warps' states merge through shared
-// memory at the end. The per-lane slices are sized by a template parameter (2, 4 or 8 dims per
-// lane: head dims up to 64, 128, 256), chosen from max(head_dim_k, head_dim_v).
+// Launch: one 128-thread block per (token, KV head, group of up to 8 of its query heads, split),
+// each key read once for every query head of its KV head (paged_attention_kernel below), and,
+// when a step is split (AttentionSplit), combine_tiles_kernel merging the tiles' states.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -41,6 +38,9 @@ constexpr int kMaxHeadDim = 256;
 
 constexpr int kAttentionWarps = 4;
 constexpr int kAttentionThreads = kAttentionWarps * kWarpSize;
+static_assert(kAttentionThreads == kAttentionTileKeys, "a thread scores one key of a tile");
+constexpr int kMaxGroupHeads = 8;                                // query heads a block serves
+constexpr int kDimsPerThread = kMaxHeadDim / kAttentionThreads;  // of a value vector
 
 constexpr int kWriteThreads = 128;
 
@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(kWriteThreads)
   }
 }
 
-// The device copy of an AttentionBatch with the KV head group resolved on the host.
+// The device copy of an AttentionBatch with the KV head group resolved on the host, and the split.
 struct AttentionParams {
   const uint16_t* k;
   const uint16_t* v;
@@ -89,7 +89,9 @@ struct AttentionParams {
   int32_t page_heads;
   int32_t head_dim_k;
   int32_t head_dim_v;
-  int32_t q_per_kv;  // query heads per KV head
+  int32_t q_per_kv;     // query heads per KV head
+  int32_t group_heads;  // query heads a block serves: min(q_per_kv, kMaxGroupHeads)
+  int32_t head_groups;  // blocks per KV head: q_per_kv / group_heads, rounded up
   int32_t n_heads;
   const int32_t* token_seq;
   const int32_t* token_pos;
@@ -101,111 +103,305 @@ struct AttentionParams {
   float scale;
   const float* q;
   float* out;
+  int32_t splits;         // blocks sharing one token's tiles (1: no tile states)
+  int64_t tile_capacity;  // tiles per (token, head) in tile_states
+  float* tile_states;     // splits > 1: [token][head][tile][2 + head_dim_v]: max, sum, values
 };
 
 __device__ __forceinline__ float warp_sum(float v) {
-  // xor butterfly: every lane ends with the full dot product, summed in the same order.
+  // xor butterfly: every lane ends with the full sum, added in the same order.
   for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
     v += __shfl_xor_sync(0xffffffffu, v, offset);
   }
   return v;
 }
 
-// kPerLane: head dims per lane, a lane owning dims lane + 32 * t for t < kPerLane (so a warp's
-// loads of one key are contiguous).
-template <int kPerLane>
+__device__ __forceinline__ float warp_max(float v) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  }
+  return v;
+}
+
+// Merging a tile's softmax state (max m_tile, sum of exp l_tile, weighted values acc_tile) into
+// a running one: both scale to the larger max; a state without keys (max -inf) scales by 0
+// explicitly, since both maxima may be -inf. The attention kernel (splits == 1) and the combine
+// kernel (splits > 1) call the same functions on the same states in the same order, and the
+// products and sums are the rounded intrinsics, which nvcc never contracts into an FMA that one
+// call site would get and the other not: the two paths give the same bits.
+struct MergeFactors {
+  float m;     // the merged maximum
+  float keep;  // the running state's factor
+  float tile;  // the tile's factor
+};
+
+__device__ __forceinline__ MergeFactors merge_factors(float m_run, float m_tile) {
+  MergeFactors f;
+  f.m = fmaxf(m_run, m_tile);
+  f.keep = m_run == -INFINITY ? 0.0f : expf(m_run - f.m);
+  f.tile = m_tile == -INFINITY ? 0.0f : expf(m_tile - f.m);
+  return f;
+}
+
+__device__ __forceinline__ float merged(float run, float tile, const MergeFactors& f) {
+  return __fadd_rn(__fmul_rn(run, f.keep), __fmul_rn(tile, f.tile));
+}
+
+// A token that sees no key at all gets zeros rather than NaN.
+__device__ __forceinline__ float finished(float acc, float sum) {
+  return sum > 0.0f ? __fdiv_rn(acc, sum) : 0.0f;
+}
+
+__device__ __forceinline__ int32_t first_tile(const AttentionParams& p, int32_t pos) {
+  const int32_t lo = p.window > 0 ? max(0, pos - p.window + 1) : 0;
+  return lo / kAttentionTileKeys;
+}
+
+// Eight f16 values of a key from e on, widened.
+template <bool kVectorKeys>
+__device__ __forceinline__ void load8(const uint16_t* src, int32_t e, float (&out)[8]) {
+  if constexpr (kVectorKeys) {
+    const uint4 w = *reinterpret_cast<const uint4*>(src + e);
+    const unsigned words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      out[2 * t] = half_bits_to_float(static_cast<uint16_t>(words[t] & 0xffffu));
+      out[2 * t + 1] = half_bits_to_float(static_cast<uint16_t>(words[t] >> 16));
+    }
+  } else {
+#pragma unroll
+    for (int t = 0; t < 8; ++t) out[t] = half_bits_to_float(src[e + t]);
+  }
+}
+
+// One block per (token, KV head, group of up to 8 of its query heads, split). The token's keys
+// [lo, pos] are cut at multiples of kAttentionTileKeys into tiles; split z takes tiles
+// first + z, first + z + splits, ... For each tile:
+//   1. thread t scores key tile * 128 + t against every query head of the group (the queries
+//      in shared memory, the key read once for all of them: GQA's heads share its bytes);
+//   2. warp w, for heads w, w + 4: the tile's maximum, exp(score - max) and their sum;
+//   3. thread t accumulates dims t and t + 128 of sum_j p_j v_j over the tile's keys in order.
+// A tile's state (max, sum, values) is then merged into the block's running state (splits ==
+// 1, the output written at the end) or stored for combine_tiles_kernel (splits > 1). Either
+// way every tile's state and the order of merges depend only on the token's own keys, so a
+// token's output is the same bits whatever else is in the step and however it is split.
+template <bool kVectorKeys>
 __global__ void __launch_bounds__(kAttentionThreads) paged_attention_kernel(AttentionParams p) {
-  static_assert(kPerLane * kWarpSize <= kMaxHeadDim);
-  __shared__ float warp_max[kAttentionWarps];
-  __shared__ float warp_sum_exp[kAttentionWarps];
-  __shared__ float warp_acc[kAttentionWarps][kPerLane * kWarpSize];
+  __shared__ float4 q_shared[kMaxGroupHeads][kMaxHeadDim / 4];
+  __shared__ float probs[kMaxGroupHeads][kAttentionTileKeys];  // scores, then exp(score - max)
+  __shared__ float tile_max[kMaxGroupHeads];
+  __shared__ float tile_sum[kMaxGroupHeads];
 
   const int64_t i = blockIdx.x;
-  const int32_t h = static_cast<int32_t>(blockIdx.y);
-  const int32_t warp = static_cast<int32_t>(threadIdx.x) / kWarpSize;
-  const int32_t lane = static_cast<int32_t>(threadIdx.x) % kWarpSize;
-  const int32_t kv_head = h / p.q_per_kv;
+  const int32_t kv_head = static_cast<int32_t>(blockIdx.y) / p.head_groups;
+  const int32_t in_kv = (static_cast<int32_t>(blockIdx.y) % p.head_groups) * p.group_heads;
+  const int32_t head0 = kv_head * p.q_per_kv + in_kv;
+  const int32_t heads = min(p.group_heads, p.q_per_kv - in_kv);
+  const int32_t tid = static_cast<int32_t>(threadIdx.x);
+  const int32_t warp = tid / kWarpSize;
+  const int32_t lane = tid % kWarpSize;
   const int32_t pos = p.token_pos[i];
   const int32_t lo = p.window > 0 ? max(0, pos - p.window + 1) : 0;
+  const int32_t first = first_tile(p, pos);
+  const int32_t last = pos / kAttentionTileKeys;
+  // The same for every thread of the block, so leaving before any barrier is safe.
+  if (first + static_cast<int32_t>(blockIdx.z) > last) return;
   const int32_t* table = p.tables + p.seq_table_begin[p.token_seq[i]];
 
-  // The query in registers; dims past head_dim_k are 0 so they add nothing to the dot.
-  const float* q = p.q + (i * p.n_heads + h) * p.head_dim_k;
-  float qr[kPerLane];
-#pragma unroll
-  for (int t = 0; t < kPerLane; ++t) {
-    const int32_t e = lane + t * kWarpSize;
-    qr[t] = e < p.head_dim_k ? q[e] : 0.0f;
+  // The group's queries; dims past head_dim_k stay unread.
+  float* q_flat = reinterpret_cast<float*>(q_shared);
+  for (int32_t x = tid; x < heads * p.head_dim_k; x += kAttentionThreads) {
+    const int32_t g = x / p.head_dim_k;
+    const int32_t e = x - g * p.head_dim_k;
+    q_flat[g * kMaxHeadDim + e] = p.q[(i * p.n_heads + head0 + g) * p.head_dim_k + e];
   }
-
-  // This warp's online softmax: m the running max of its scores, l the sum of exp(score - m),
-  // acc the sum of exp(score - m) * v (this lane's dims). A warp that sees no key keeps
-  // m = -inf, l = 0, acc = 0; the merge below gives it weight 0.
-  float m = -INFINITY;
-  float l = 0.0f;
-  float acc[kPerLane];
-#pragma unroll
-  for (int t = 0; t < kPerLane; ++t) acc[t] = 0.0f;
-
-  // j is the same for all lanes of a warp, so every branch below is warp-uniform and the
-  // full-mask shuffles see all 32 lanes.
-  for (int32_t j = lo + warp; j <= pos; j += kAttentionWarps) {
-    const int32_t page = table[static_cast<int64_t>(j / p.block_size) * p.n_groups + p.group];
-    if (page < 0) continue;  // given back: no key there
-    const int64_t head_slot =
-        (static_cast<int64_t>(page) * p.page_heads + kv_head) * p.block_size + j % p.block_size;
-    const uint16_t* kj = p.k + head_slot * p.head_dim_k;
-    const uint16_t* vj = p.v + head_slot * p.head_dim_v;
-    float partial = 0.0f;
-#pragma unroll
-    for (int t = 0; t < kPerLane; ++t) {
-      const int32_t e = lane + t * kWarpSize;
-      if (e < p.head_dim_k) partial += qr[t] * half_bits_to_float(kj[e]);
-    }
-    const float score = p.scale * warp_sum(partial);
-    const float m_new = fmaxf(m, score);
-    // m == m_new covers the first key (both -inf only for a -inf score) without forming
-    // exp(-inf - -inf) = NaN; otherwise m < m_new and the old state shrinks by exp(m - m_new).
-    const float correction = m == m_new ? 1.0f : expf(m - m_new);
-    const float weight = score == -INFINITY ? 0.0f : expf(score - m_new);
-    l = l * correction + weight;
-#pragma unroll
-    for (int t = 0; t < kPerLane; ++t) {
-      const int32_t e = lane + t * kWarpSize;
-      const float ve = e < p.head_dim_v ? half_bits_to_float(vj[e]) : 0.0f;
-      acc[t] = acc[t] * correction + weight * ve;
-    }
-    m = m_new;
-  }
-
-  if (lane == 0) {
-    warp_max[warp] = m;
-    warp_sum_exp[warp] = l;
-  }
-#pragma unroll
-  for (int t = 0; t < kPerLane; ++t) warp_acc[warp][lane + t * kWarpSize] = acc[t];
   __syncthreads();
 
-  // Merge: with M the largest warp max, warp w's state scales by exp(m_w - M); a warp without
-  // keys (m_w = -inf) scales by 0 explicitly, since M may be -inf too. Every thread computes the
-  // same factors from shared memory (nothing writes it after the barrier), then writes its dims.
-  float max_all = -INFINITY;
+  float run_max[kMaxGroupHeads];
+  float run_sum[kMaxGroupHeads];
+  float run_acc[kDimsPerThread][kMaxGroupHeads];
 #pragma unroll
-  for (int w = 0; w < kAttentionWarps; ++w) max_all = fmaxf(max_all, warp_max[w]);
-  float factor[kAttentionWarps];
-  float total = 0.0f;
+  for (int g = 0; g < kMaxGroupHeads; ++g) {
+    run_max[g] = -INFINITY;
+    run_sum[g] = 0.0f;
 #pragma unroll
-  for (int w = 0; w < kAttentionWarps; ++w) {
-    factor[w] = warp_max[w] == -INFINITY ? 0.0f : expf(warp_max[w] - max_all);
-    total += factor[w] * warp_sum_exp[w];
+    for (int r = 0; r < kDimsPerThread; ++r) run_acc[r][g] = 0.0f;
   }
-  const float inv_total = total > 0.0f ? 1.0f / total : 0.0f;
-  float* out = p.out + (i * p.n_heads + h) * p.head_dim_v;
-  for (int32_t e = static_cast<int32_t>(threadIdx.x); e < p.head_dim_v; e += kAttentionThreads) {
-    float o = 0.0f;
+
+  for (int32_t t = first + static_cast<int32_t>(blockIdx.z); t <= last; t += p.splits) {
+    const int32_t tile_begin = t * kAttentionTileKeys;
+    // 1. This thread's key.
+    {
+      const int32_t j = tile_begin + tid;
+      float score[kMaxGroupHeads];
 #pragma unroll
-    for (int w = 0; w < kAttentionWarps; ++w) o += factor[w] * warp_acc[w][e];
-    out[e] = o * inv_total;
+      for (int g = 0; g < kMaxGroupHeads; ++g) score[g] = 0.0f;
+      bool visible = j >= lo && j <= pos;
+      if (visible) {
+        const int32_t page = table[static_cast<int64_t>(j / p.block_size) * p.n_groups + p.group];
+        visible = page >= 0;  // given back: no key there
+        if (visible) {
+          const int64_t head_slot =
+              (static_cast<int64_t>(page) * p.page_heads + kv_head) * p.block_size +
+              j % p.block_size;
+          const uint16_t* kj = p.k + head_slot * p.head_dim_k;
+          const int32_t whole = p.head_dim_k / 8 * 8;
+          for (int32_t e = 0; e < whole; e += 8) {
+            float kf[8];
+            load8<kVectorKeys>(kj, e, kf);
+#pragma unroll
+            for (int g = 0; g < kMaxGroupHeads; ++g) {
+              if (g >= heads) break;
+              const float4 a = q_shared[g][e / 4];
+              const float4 b = q_shared[g][e / 4 + 1];
+              float s = score[g];
+              s = fmaf(a.x, kf[0], s);
+              s = fmaf(a.y, kf[1], s);
+              s = fmaf(a.z, kf[2], s);
+              s = fmaf(a.w, kf[3], s);
+              s = fmaf(b.x, kf[4], s);
+              s = fmaf(b.y, kf[5], s);
+              s = fmaf(b.z, kf[6], s);
+              s = fmaf(b.w, kf[7], s);
+              score[g] = s;
+            }
+          }
+          for (int32_t e = whole; e < p.head_dim_k; ++e) {
+            const float ke = half_bits_to_float(kj[e]);
+#pragma unroll
+            for (int g = 0; g < kMaxGroupHeads; ++g) {
+              if (g >= heads) break;
+              score[g] = fmaf(q_flat[g * kMaxHeadDim + e], ke, score[g]);
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int g = 0; g < kMaxGroupHeads; ++g) {
+        if (g >= heads) break;
+        probs[g][tid] = visible ? p.scale * score[g] : -INFINITY;
+      }
+    }
+    __syncthreads();
+
+    // 2. Per head: the tile's maximum, the probabilities and their sum.
+    for (int32_t g = warp; g < heads; g += kAttentionWarps) {
+      constexpr int kPerLane = kAttentionTileKeys / kWarpSize;
+      float s[kPerLane];
+      float m = -INFINITY;
+#pragma unroll
+      for (int x = 0; x < kPerLane; ++x) {
+        s[x] = probs[g][lane + x * kWarpSize];
+        m = fmaxf(m, s[x]);
+      }
+      m = warp_max(m);
+      float sum = 0.0f;
+#pragma unroll
+      for (int x = 0; x < kPerLane; ++x) {
+        const float e = s[x] == -INFINITY ? 0.0f : expf(s[x] - m);
+        probs[g][lane + x * kWarpSize] = e;
+        sum += e;
+      }
+      sum = warp_sum(sum);
+      if (lane == 0) {
+        tile_max[g] = m;
+        tile_sum[g] = sum;
+      }
+    }
+    __syncthreads();
+
+    // 3. The tile's weighted values, key by key in order (the same key for every thread, so
+    // the skips are uniform; a key outside [lo, pos] or on a given-back page is never read).
+    float acc[kDimsPerThread][kMaxGroupHeads];
+#pragma unroll
+    for (int r = 0; r < kDimsPerThread; ++r) {
+#pragma unroll
+      for (int g = 0; g < kMaxGroupHeads; ++g) acc[r][g] = 0.0f;
+    }
+    const int32_t j_end = min(pos, tile_begin + kAttentionTileKeys - 1);
+    for (int32_t j = max(lo, tile_begin); j <= j_end; ++j) {
+      const int32_t page = table[static_cast<int64_t>(j / p.block_size) * p.n_groups + p.group];
+      if (page < 0) continue;
+      const int64_t head_slot =
+          (static_cast<int64_t>(page) * p.page_heads + kv_head) * p.block_size + j % p.block_size;
+      const uint16_t* vj = p.v + head_slot * p.head_dim_v;
+#pragma unroll
+      for (int r = 0; r < kDimsPerThread; ++r) {
+        const int32_t d = tid + r * kAttentionThreads;
+        if (d >= p.head_dim_v) break;
+        const float ve = half_bits_to_float(vj[d]);
+#pragma unroll
+        for (int g = 0; g < kMaxGroupHeads; ++g) {
+          if (g >= heads) break;
+          acc[r][g] = fmaf(probs[g][j - tile_begin], ve, acc[r][g]);
+        }
+      }
+    }
+
+    // 4. Merge, or store for the combine kernel.
+#pragma unroll
+    for (int g = 0; g < kMaxGroupHeads; ++g) {
+      if (g >= heads) break;
+      if (p.splits == 1) {
+        const MergeFactors f = merge_factors(run_max[g], tile_max[g]);
+        run_max[g] = f.m;
+        run_sum[g] = merged(run_sum[g], tile_sum[g], f);
+#pragma unroll
+        for (int r = 0; r < kDimsPerThread; ++r)
+          run_acc[r][g] = merged(run_acc[r][g], acc[r][g], f);
+      } else {
+        const int64_t stride = p.head_dim_v + 2;
+        float* state =
+            p.tile_states + ((i * p.n_heads + head0 + g) * p.tile_capacity + (t - first)) * stride;
+        if (tid == 0) {
+          state[0] = tile_max[g];
+          state[1] = tile_sum[g];
+        }
+#pragma unroll
+        for (int r = 0; r < kDimsPerThread; ++r) {
+          const int32_t d = tid + r * kAttentionThreads;
+          if (d < p.head_dim_v) state[2 + d] = acc[r][g];
+        }
+      }
+    }
+    __syncthreads();  // probs, tile_max and tile_sum are the next tile's
+  }
+
+  if (p.splits != 1) return;
+#pragma unroll
+  for (int g = 0; g < kMaxGroupHeads; ++g) {
+    if (g >= heads) break;
+    float* out = p.out + (i * p.n_heads + head0 + g) * p.head_dim_v;
+#pragma unroll
+    for (int r = 0; r < kDimsPerThread; ++r) {
+      const int32_t d = tid + r * kAttentionThreads;
+      if (d < p.head_dim_v) out[d] = finished(run_acc[r][g], run_sum[g]);
+    }
+  }
+}
+
+// splits > 1: token blockIdx.x, query head blockIdx.y: its tiles' states merged in order from
+// an empty state, as the attention kernel merges them when it runs a token's tiles itself.
+__global__ void __launch_bounds__(kAttentionThreads) combine_tiles_kernel(AttentionParams p) {
+  const int64_t i = blockIdx.x;
+  const int32_t h = static_cast<int32_t>(blockIdx.y);
+  const int32_t pos = p.token_pos[i];
+  const int32_t n_tiles = pos / kAttentionTileKeys - first_tile(p, pos) + 1;
+  const int64_t stride = p.head_dim_v + 2;
+  const float* states = p.tile_states + (i * p.n_heads + h) * p.tile_capacity * stride;
+  float* out = p.out + (i * p.n_heads + h) * p.head_dim_v;
+  for (int32_t d = static_cast<int32_t>(threadIdx.x); d < p.head_dim_v; d += kAttentionThreads) {
+    float run_max = -INFINITY;
+    float run_sum = 0.0f;
+    float run_acc = 0.0f;
+    for (int32_t t = 0; t < n_tiles; ++t) {
+      const float* state = states + t * stride;
+      const MergeFactors f = merge_factors(run_max, state[0]);
+      run_max = f.m;
+      run_sum = merged(run_sum, state[1], f);
+      run_acc = merged(run_acc, state[2 + d], f);
+    }
+    out[d] = finished(run_acc, run_sum);
   }
 }
 
@@ -243,14 +439,6 @@ __global__ void __launch_bounds__(kCopyThreads) copy_pages_kernel(CopyParams p) 
   }
 }
 
-template <int kPerLane>
-void launch_attention(const AttentionParams& params, int32_t n_tokens, int32_t n_heads,
-                      cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(n_tokens), static_cast<unsigned>(n_heads));
-  launch("paged_attention_kernel", paged_attention_kernel<kPerLane>, grid, kAttentionThreads,
-         stream, params);
-}
-
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 }  // namespace
@@ -263,7 +451,7 @@ void write_kv(const KvLayerView& kv, const float* k, const float* v, int32_t n_t
 }
 
 void paged_attention(const KvLayerView& kv, const AttentionBatch& batch, const float* q, float* out,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, const AttentionSplit& split) {
   const int32_t hdk = kv.head_dim_k;
   const int32_t hdv = kv.head_dim_v;
   if (hdk <= 0 || hdv <= 0 || hdk > kMaxHeadDim || hdv > kMaxHeadDim) {
@@ -277,6 +465,12 @@ void paged_attention(const KvLayerView& kv, const AttentionBatch& batch, const f
                 "CUDA paged_attention: " + std::to_string(batch.n_heads) +
                     " query heads are not a multiple of " + std::to_string(kv.n_kv_heads) +
                     " KV heads");
+  }
+  if (split.splits < 1 || split.splits > kMaxAttentionSplits ||
+      (split.splits > 1 && (split.tile_states == nullptr || split.tile_capacity < 1))) {
+    throw Error(Error::Kind::kInvalidArgument,
+                "CUDA paged_attention: " + std::to_string(split.splits) + " splits need 1 to " +
+                    std::to_string(kMaxAttentionSplits) + " and, above 1, tile states");
   }
   if (batch.n_tokens <= 0 || batch.n_heads <= 0) return;
 
@@ -300,14 +494,43 @@ void paged_attention(const KvLayerView& kv, const AttentionBatch& batch, const f
   params.q = q;
   params.out = out;
 
-  const int32_t widest = std::max(hdk, hdv);
-  if (widest <= 2 * kWarpSize) {
-    launch_attention<2>(params, batch.n_tokens, batch.n_heads, stream);
-  } else if (widest <= 4 * kWarpSize) {
-    launch_attention<4>(params, batch.n_tokens, batch.n_heads, stream);
+  params.group_heads = std::min(params.q_per_kv, kMaxGroupHeads);
+  params.head_groups = (params.q_per_kv + params.group_heads - 1) / params.group_heads;
+  params.splits = split.splits;
+  params.tile_capacity = split.tile_capacity;
+  params.tile_states = split.tile_states;
+
+  const dim3 grid(static_cast<unsigned>(batch.n_tokens),
+                  static_cast<unsigned>(kv.n_kv_heads * params.head_groups),
+                  static_cast<unsigned>(split.splits));
+  // 16-byte key loads where every key starts on a 16-byte boundary.
+  if (hdk % 8 == 0 && aligned16(kv.k)) {
+    launch("paged_attention_kernel", paged_attention_kernel<true>, grid, kAttentionThreads, stream,
+           params);
   } else {
-    launch_attention<8>(params, batch.n_tokens, batch.n_heads, stream);
+    launch("paged_attention_kernel", paged_attention_kernel<false>, grid, kAttentionThreads, stream,
+           params);
   }
+  if (split.splits > 1) {
+    const dim3 heads(static_cast<unsigned>(batch.n_tokens), static_cast<unsigned>(batch.n_heads));
+    launch("combine_tiles_kernel", combine_tiles_kernel, heads, kAttentionThreads, stream, params);
+  }
+}
+
+int64_t attention_tile_state_floats(int32_t n_tokens, int32_t n_heads, int32_t head_dim_v,
+                                    int64_t tiles) {
+  return static_cast<int64_t>(n_tokens) * n_heads * tiles * (head_dim_v + 2);
+}
+
+int32_t attention_splits_for(int32_t n_tokens, int32_t n_heads, int32_t n_kv_heads,
+                             int32_t target_blocks) {
+  if (n_tokens <= 0 || n_kv_heads <= 0 || n_heads < n_kv_heads) return 1;
+  const int32_t q_per_kv = n_heads / n_kv_heads;
+  const int32_t group_heads = std::min(q_per_kv, kMaxGroupHeads);
+  const int64_t blocks =
+      static_cast<int64_t>(n_tokens) * n_kv_heads * ((q_per_kv + group_heads - 1) / group_heads);
+  const int64_t splits = (target_blocks + blocks - 1) / blocks;
+  return static_cast<int32_t>(std::clamp<int64_t>(splits, 1, kMaxAttentionSplits));
 }
 
 void copy_pages(uint16_t* k_pool, uint16_t* v_pool, int32_t n_members, int64_t n_pages,

@@ -273,6 +273,16 @@ void CudaRunner::reserve(int32_t max_tokens, int32_t max_logit_rows) {
       weight_slice_elements_ = slice;
     }
   }
+  if (tile_capacity_ == 0) {
+    // Tiles for a sequence as long as the training context (4,096 keys when the file does not
+    // say), fewer where that would pass kMaxTileStateBytes: longer steps run unsplit.
+    const int64_t context = c.n_ctx_train > 0 ? static_cast<int64_t>(c.n_ctx_train) : 4096;
+    const int64_t per_tile = attention_tile_state_floats(
+        kMaxGraphTokens, static_cast<int32_t>(c.n_heads), static_cast<int32_t>(c.head_dim_v), 1);
+    const int64_t fit = kMaxTileStateBytes / (per_tile * static_cast<int64_t>(f));
+    tile_capacity_ = std::min(context / kAttentionTileKeys + 1, fit);
+    tile_states_ = DeviceBuffer(static_cast<size_t>(per_tile * tile_capacity_) * f);
+  }
   max_tokens_ = max_tokens;
   max_logit_rows_ = max_logit_rows;
 }
@@ -434,6 +444,11 @@ void CudaRunner::stage(const kv::StepBatch& batch, StepLayout& at) {
     }
   }
   std::copy(batch.logits_rows.begin(), batch.logits_rows.end(), ints + at.logits_rows);
+  const int32_t* slots_of = ints + at.token_pos;
+  at.split_attention = n <= static_cast<size_t>(kMaxGraphTokens) &&
+                       std::all_of(slots_of, slots_of + n, [&](int32_t slot) {
+                         return attention_tiles(slot, 0) <= tile_capacity_;
+                       });
   for (size_t t = 0; t < n; ++t) {
     const int64_t pos = batch.positions[t];
     model::rope_cos_sin(rope_, pos, floats + at.rope_cos + t * half,
@@ -503,7 +518,7 @@ model::LogitsView CudaRunner::execute(const kv::StepBatch& batch) {
 void CudaRunner::launch_graph(const kv::StepBatch& batch, const StepLayout& at) {
   const GraphKey key{static_cast<int32_t>(batch.tokens.size()),
                      static_cast<int32_t>(batch.sequences.size()),
-                     static_cast<int32_t>(batch.logits_rows.size())};
+                     static_cast<int32_t>(batch.logits_rows.size()), at.split_attention};
   if (eager_keys_.contains(key)) {
     forward(batch, at);
     return;
@@ -643,7 +658,14 @@ void CudaRunner::attention_block(size_t layer, int32_t n, const StepLayout& at) 
   ab.group = group;
   ab.window = static_cast<int32_t>(c.attention_window(layer));
   ab.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  paged_attention(view, ab, q, attn_.get<float>(), s);
+  AttentionSplit split;
+  if (at.split_attention) {
+    // About two blocks per multiprocessor.
+    split.splits = attention_splits_for(n, n_heads, n_kv, 2 * device_.multiprocessors);
+    split.tile_states = tile_states_.get<float>();
+    split.tile_capacity = tile_capacity_;
+  }
+  paged_attention(view, ab, q, attn_.get<float>(), s, split);
 
   float* out = ffn_.get<float>();
   matmul(w.wo, attn_.get<float>(), n, out);

@@ -97,6 +97,9 @@ class CudaRunner final : public model::ModelRunner {
     size_t tokens = 0, token_seq = 0, token_pos = 0, slots = 0, pages = 0, table_begin = 0,
            tables = 0, logits_rows = 0, rope_cos = 0, rope_sin = 0, rope_cos_local = 0,
            rope_sin_local = 0, total = 0;
+    // Attention split over blocks (AttentionSplit): a step of a few tokens whose tiles all fit
+    // tile_states_. Part of a step graph's key.
+    bool split_attention = false;
   };
 
   void upload_weights(const gguf::GgufFile& file);
@@ -132,7 +135,8 @@ class CudaRunner final : public model::ModelRunner {
    private:
     cudaGraphExec_t exec_ = nullptr;
   };
-  using GraphKey = std::tuple<int32_t, int32_t, int32_t>;  // tokens, sequences, logits rows
+  // tokens, sequences, logits rows, split attention
+  using GraphKey = std::tuple<int32_t, int32_t, int32_t, bool>;
 
   DeviceInfo device_;
   double utilization_;
@@ -165,6 +169,11 @@ class CudaRunner final : public model::ModelRunner {
   DeviceBuffer weight_bf16_;           // a slice of a GEMM's weights
   int64_t weight_slice_elements_ = 0;  // the slice the scratch holds
   int64_t weight_slice_limit_ = 0;     // the slice asked for
+  // Split attention's tile states (reserve): steps of up to kMaxGraphTokens tokens, each token
+  // up to tile_capacity_ tiles (the training context's, within kMaxTileStateBytes).
+  static constexpr int64_t kMaxTileStateBytes = int64_t{64} << 20;
+  DeviceBuffer tile_states_;
+  int64_t tile_capacity_ = 0;
   PinnedBuffer logits_host_;
   // Step metadata: built in pinned memory, copied in one transfer. Nothing rewrites step_host_
   // before the stream has finished with the previous step (every path out of execute() and

@@ -118,12 +118,46 @@ struct AttentionBatch {
   float scale = 1.0f;  // score = scale * q.k
 };
 
+// paged_attention cuts a token's keys into tiles at multiples of this many positions.
+constexpr int32_t kAttentionTileKeys = 128;
+
+// The tiles a token at position pos sees with a window (0: none).
+inline int32_t attention_tiles(int32_t pos, int32_t window) {
+  const int32_t lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+  return pos / kAttentionTileKeys - lo / kAttentionTileKeys + 1;
+}
+
+// How many thread blocks share one token's tiles. With splits = 1 a block per (token, KV head)
+// walks all of them, which suits steps of many tokens; a decode step of a few tokens then has
+// too few blocks to fill the GPU (flash-decoding's observation), so splits > 1 blocks take
+// every splits-th tile each and store each tile's softmax state (max, sum, weighted values) in
+// tile_states, which a second kernel merges in order. The output is the same bits for any
+// splits: a token's tiles and the order they merge in depend only on its own keys.
+struct AttentionSplit {
+  int32_t splits = 1;
+  float* tile_states = nullptr;  // splits > 1: attention_tile_state_floats(...) floats
+  int64_t tile_capacity = 0;     // tiles per (token, query head) it holds; every token's
+                                 // attention_tiles(pos, window) must fit (the caller checks)
+};
+
+// Floats of tile states for n_tokens x n_heads x tiles.
+int64_t attention_tile_state_floats(int32_t n_tokens, int32_t n_heads, int32_t head_dim_v,
+                                    int64_t tiles);
+
+// The splits that give a step of n_tokens about target_blocks thread blocks (at least 1, at
+// most kMaxAttentionSplits).
+constexpr int32_t kMaxAttentionSplits = 64;
+int32_t attention_splits_for(int32_t n_tokens, int32_t n_heads, int32_t n_kv_heads,
+                             int32_t target_blocks);
+
 // out[i][h][:] = sum_j softmax_j(scale * q[i][h] . k_j) v_j over the keys j that token i sees:
 // cache slots max(0, pos - window + 1) .. pos of its sequence (all of 0 .. pos with window 0),
 // read from the pages its block table names. q: [n_tokens][n_heads][head_dim_k] f32; out:
-// [n_tokens][n_heads][head_dim_v] f32. Online softmax in f32; head dims up to 256.
+// [n_tokens][n_heads][head_dim_v] f32. Online softmax in f32 over tiles of kAttentionTileKeys
+// keys; head dims up to 256. A token's output does not depend on the other tokens of the step
+// nor on split.
 void paged_attention(const KvLayerView& kv, const AttentionBatch& batch, const float* q, float* out,
-                     cudaStream_t stream);
+                     cudaStream_t stream, const AttentionSplit& split = {});
 
 // Copies page src[i] to page dst[i] in every member's pool (copy-on-write), for i < n. Member m's
 // page p of keys is the k_page_elements f16 values at k_pool + (m * n_pages + p) *

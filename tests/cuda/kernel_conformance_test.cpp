@@ -236,17 +236,24 @@ TEST_F(CudaConformance, PagedAttentionMatchesAReferenceOverTheSameCache) {
   struct Case {
     int32_t head_dim_k, head_dim_v, block_size, n_heads, n_kv_heads, page_heads, window, n_groups;
   };
+  // Head dims with a tail of fewer than 8 (scalar key loads), more than 8 query heads per KV
+  // head (two blocks per KV head), windows that give back blocks and leave tiles empty.
   const Case cases[] = {{64, 64, 16, 4, 2, 2, 0, 1},   {128, 128, 16, 8, 1, 1, 0, 1},
                         {256, 256, 7, 2, 2, 2, 5, 2},  {80, 64, 16, 6, 3, 4, 33, 2},
-                        {128, 128, 32, 4, 4, 4, 0, 1}, {64, 64, 16, 4, 2, 3, 12, 1}};
+                        {128, 128, 32, 4, 4, 4, 0, 1}, {64, 64, 16, 4, 2, 3, 12, 1},
+                        {36, 20, 16, 18, 2, 2, 0, 1},  {64, 64, 16, 4, 1, 1, 150, 1}};
   for (const Case& c : cases) {
     SCOPED_TRACE("head_dim " + std::to_string(c.head_dim_k) + " block " +
                  std::to_string(c.block_size) + " window " + std::to_string(c.window));
-    // Two sequences: one prefill chunk of 19 tokens after 40 cached, one decode at position 70.
-    const std::vector<int32_t> n_context = {59, 71};
+    // Two sequences: a prefill chunk of 19 tokens after 281 cached, a decode at position 449
+    // (3 and 4 tiles of keys).
+    const std::vector<int32_t> n_context = {300, 450};
     const std::vector<int32_t> n_query = {19, 1};
     std::mt19937_64 rng(9);
-    const int32_t n_pages = 64;
+    int32_t n_pages = 0;
+    for (int32_t s = 0; s < 2; ++s) {
+      n_pages += (n_context[s] + c.block_size - 1) / c.block_size * c.n_groups;
+    }
     std::vector<int32_t> pages(n_pages);
     for (int32_t i = 0; i < n_pages; ++i) pages[i] = i;
     std::shuffle(pages.begin(), pages.end(), rng);
@@ -390,7 +397,19 @@ TEST_F(CudaConformance, PagedAttentionMatchesAReferenceOverTheSameCache) {
     ab.window = c.window;
     ab.scale = scale;
     paged_attention(view, ab, dq.get<float>(), dout.get<float>(), nullptr);
-    EXPECT_LT(nmse(download<float>(dout, want.size()), want), 1e-10);
+    const std::vector<float> whole = download<float>(dout, want.size());
+    EXPECT_LT(nmse(whole, want), 1e-10);
+    // Split over blocks (the tiles' states merged by the second kernel): the same bits.
+    const int64_t tiles = attention_tiles(n_context[1] - 1, 0);
+    DeviceBuffer states(
+        static_cast<size_t>(attention_tile_state_floats(n_tokens, c.n_heads, c.head_dim_v, tiles)) *
+        sizeof(float));
+    for (int32_t splits : {2, 3, kMaxAttentionSplits}) {
+      DeviceBuffer split_out(want.size() * sizeof(float));
+      paged_attention(view, ab, dq.get<float>(), split_out.get<float>(), nullptr,
+                      AttentionSplit{splits, states.get<float>(), tiles});
+      EXPECT_EQ(download<float>(split_out, want.size()), whole) << splits << " splits";
+    }
   }
 }
 

@@ -79,10 +79,10 @@ TEST_F(CudaConformance, KernelTimings) {
       }
     }
   }
-  // Decode attention: one token per sequence, 8 sequences x 4,096 cached tokens, 32 query heads
-  // on 8 KV heads of 128 (Llama-3-8B's layer), block size 16.
-  {
-    const int32_t n_seqs = 8;
+  // Decode attention: one token per sequence, 1 or 8 sequences x 4,096 cached tokens, 32 query
+  // heads on 8 KV heads of 128 (Llama-3-8B's layer), block size 16; each token's tiles in one
+  // block (splits 1) and split as the runner splits a decode step (about 2 blocks per SM).
+  for (const int32_t n_seqs : {1, 8}) {
     const int32_t ctx = 4096;
     const int32_t block = 16;
     const int32_t heads = 32;
@@ -118,13 +118,24 @@ TEST_F(CudaConformance, KernelTimings) {
     ab.seq_table_begin = dbegin.get<int32_t>();
     ab.tables = dtables.get<int32_t>();
     ab.scale = 0.088f;
-    const double s = time_calls(
-        [&] { paged_attention(view, ab, dq.get<float>(), dout.get<float>(), stream.get()); });
-    const double rate = static_cast<double>(k.bytes() + v.bytes()) / s;
-    std::printf(
-        "{\"kernel\": \"paged_attention_decode\", \"seqs\": %d, \"context\": %d, "
-        "\"us\": %.2f, \"kv_bytes_per_s\": %.4g, \"fraction_of_bandwidth\": %.3f}\n",
-        n_seqs, ctx, s * 1e6, rate, rate / bandwidth);
+    const int64_t tiles = attention_tiles(ctx - 1, 0);
+    DeviceBuffer states(
+        static_cast<size_t>(attention_tile_state_floats(n_seqs, heads, dim, tiles)) *
+        sizeof(float));
+    const int32_t decode_splits =
+        attention_splits_for(n_seqs, heads, kv_heads, 2 * device_.multiprocessors);
+    for (const int32_t splits : {1, decode_splits}) {
+      const AttentionSplit split{splits, states.get<float>(), tiles};
+      const double s = time_calls([&] {
+        paged_attention(view, ab, dq.get<float>(), dout.get<float>(), stream.get(), split);
+      });
+      const double rate = static_cast<double>(k.bytes() + v.bytes()) / s;
+      std::printf(
+          "{\"kernel\": \"paged_attention_decode\", \"seqs\": %d, \"context\": %d, "
+          "\"splits\": %d, \"us\": %.2f, \"kv_bytes_per_s\": %.4g, "
+          "\"fraction_of_bandwidth\": %.3f}\n",
+          n_seqs, ctx, splits, s * 1e6, rate, rate / bandwidth);
+    }
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);

@@ -45,6 +45,7 @@ T __shfl_xor_sync(unsigned mask, T v, int lane_mask) {
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __expf(float x) { return std::exp(x); }
 
 inline float __uint_as_float(unsigned bits) {
