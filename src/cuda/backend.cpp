@@ -89,8 +89,7 @@ std::unique_ptr<model::ModelRunner> make_runner(const gguf::GgufFile& file,
                     "needs 8.0 or later (A100, H100, H200 and newer)",
                     device->index, device->name, device->compute_major, device->compute_minor));
   }
-  return std::make_unique<CudaRunner>(file, *device, options.gpu_memory_utilization,
-                                      options.use_graphs);
+  return std::make_unique<CudaRunner>(file, *device, options);
 }
 
 }  // namespace llms::cuda

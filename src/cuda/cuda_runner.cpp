@@ -32,11 +32,9 @@ size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 }  // namespace
 
 CudaRunner::CudaRunner(const gguf::GgufFile& file, const DeviceInfo& device,
-                       double gpu_memory_utilization, bool use_graphs,
-                       int64_t weight_slice_elements)
+                       const RunnerOptions& options, int64_t weight_slice_elements)
     : device_(device),
-      utilization_(gpu_memory_utilization),
-      use_graphs_(use_graphs),
+      options_(options),
       config_(config_on_device(device.index, file)),
       traits_(model::runnable_traits(config_)),
       rope_(model::rope_frequencies(config_, config_.rope_freq_base, true)),
@@ -127,7 +125,7 @@ void CudaRunner::upload_weights(const gguf::GgufFile& file) {
   size_t free_bytes = 0;
   size_t total_bytes = 0;
   check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
-  const double allowed = static_cast<double>(total_bytes) * utilization_ -
+  const double allowed = static_cast<double>(total_bytes) * options_.gpu_memory_utilization -
                          static_cast<double>(total_bytes - free_bytes) -
                          static_cast<double>(kDeviceReserve);
   if (static_cast<double>(total) > allowed) {
@@ -138,7 +136,7 @@ void CudaRunner::upload_weights(const gguf::GgufFile& file) {
                     "--gpu-memory-utilization {}",
                     device_.index, static_cast<double>(total) / kGiB, device_.name,
                     static_cast<double>(total_bytes) / kGiB, static_cast<double>(free_bytes) / kGiB,
-                    std::max(0.0, allowed) / kGiB, utilization_));
+                    std::max(0.0, allowed) / kGiB, options_.gpu_memory_utilization));
   }
   weights_ = DeviceBuffer(total);
   for (const Piece& p : pieces) {
@@ -225,7 +223,7 @@ int64_t CudaRunner::kv_memory_available() const {
   size_t total_bytes = 0;
   check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
   const double left = static_cast<double>(free_bytes) -
-                      static_cast<double>(total_bytes) * (1.0 - utilization_) -
+                      static_cast<double>(total_bytes) * (1.0 - options_.gpu_memory_utilization) -
                       static_cast<double>(kDeviceReserve);
   return left > 0.0 ? static_cast<int64_t>(left) : 0;
 }
@@ -492,7 +490,7 @@ model::LogitsView CudaRunner::execute(const kv::StepBatch& batch) {
   StepLayout at;
   try {
     stage(batch, at);
-    if (use_graphs_ && n <= kMaxGraphTokens) {
+    if (options_.use_graphs && n <= kMaxGraphTokens) {
       launch_graph(batch, at);
     } else {
       forward(batch, at);

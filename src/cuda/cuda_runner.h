@@ -53,10 +53,10 @@ class CudaRunner final : public model::ModelRunner {
   // Steps of up to this many tokens run as captured CUDA graphs (use_graphs; cuda_runner.cpp).
   static constexpr int32_t kMaxGraphTokens = kMaxGemvRows;
 
-  // use_graphs false: every kernel launched one by one (vLLM's --enforce-eager).
+  // device: the probed device options.device names (make_runner resolves it).
   // weight_slice_elements: the GEMM's slice (tests make it small to cover the slicing).
-  CudaRunner(const gguf::GgufFile& file, const DeviceInfo& device, double gpu_memory_utilization,
-             bool use_graphs = true, int64_t weight_slice_elements = kDefaultWeightSliceElements);
+  CudaRunner(const gguf::GgufFile& file, const DeviceInfo& device, const RunnerOptions& options,
+             int64_t weight_slice_elements = kDefaultWeightSliceElements);
   ~CudaRunner() override;
 
   const model::ModelConfig& config() const override { return config_; }
@@ -139,8 +139,7 @@ class CudaRunner final : public model::ModelRunner {
   using GraphKey = std::tuple<int32_t, int32_t, int32_t, bool>;
 
   DeviceInfo device_;
-  double utilization_;
-  bool use_graphs_;
+  RunnerOptions options_;
   model::ModelConfig config_;
   model::ArchitectureTraits traits_;
   model::RopeFrequencies rope_;

@@ -67,7 +67,7 @@ class TwinRunners {
         cpu_bytes_(with_f32_weights(file_)),
         cpu_file_(gguf::GgufFile::from_bytes(cpu_bytes_)),
         cpu_(cpu_file_, std::make_shared<ThreadPool>(2)),
-        gpu_(file_, device, 0.5, use_graphs, slice_elements),
+        gpu_(file_, device, RunnerOptions{device.index, 0.5, use_graphs}, slice_elements),
         layout_(cpu_.config().windowed_kv_layout()) {
     cpu_.allocate_kv(kBlock, kBlocks, kv::KvCacheType::kF16, layout_);
     gpu_.allocate_kv(kBlock, kBlocks, kv::KvCacheType::kF16, layout_);
@@ -276,8 +276,8 @@ TEST_F(CudaConformance, StepGraphsGiveTheEagerStepsBitForBit) {
   s.n_layers = 2;
   const auto bytes = model::build_tiny_model(s).to_bytes();
   const gguf::GgufFile file = gguf::GgufFile::from_bytes(bytes);
-  CudaRunner graphs(file, device_, 0.5, /*use_graphs=*/true);
-  CudaRunner eager(file, device_, 0.5, /*use_graphs=*/false);
+  CudaRunner graphs(file, device_, RunnerOptions{device_.index, 0.5, /*use_graphs=*/true});
+  CudaRunner eager(file, device_, RunnerOptions{device_.index, 0.5, /*use_graphs=*/false});
   const kv::KvGroupLayout layout = graphs.config().windowed_kv_layout();
   for (CudaRunner* r : {&graphs, &eager}) r->allocate_kv(16, 32, kv::KvCacheType::kF16, layout);
   std::mt19937 rng(11);
