@@ -55,6 +55,7 @@ struct BenchModelOptions {
   std::string kv_cache_dtype = "auto";
   std::string device = "cpu";  // cpu, cuda or cuda:N
   bool enforce_eager = false;
+  bool batch_invariant = false;
 };
 
 double seconds_since(Clock::time_point t) {
@@ -132,7 +133,8 @@ uint64_t weight_bytes_per_token(const gguf::GgufFile& file) {
 // rate (prefill: 2 FLOP per weight per token).
 int bench_model_cuda(const BenchModelOptions& opts, const std::filesystem::path& path,
                      const gguf::GgufFile& file, int device) {
-  auto runner = cuda::make_runner(file, cuda::RunnerOptions{device, 0.9, !opts.enforce_eager});
+  auto runner = cuda::make_runner(
+      file, cuda::RunnerOptions{device, 0.9, !opts.enforce_eager, opts.batch_invariant});
   const int32_t block_size = 16;
   const int32_t n_total = opts.n_prompt + opts.n_gen + 1;
   const kv::KvGroupLayout layout = runner->config().windowed_kv_layout();
@@ -199,6 +201,7 @@ int bench_model_cuda(const BenchModelOptions& opts, const std::filesystem::path&
   }
   r["kv_cache_dtype"] = "f16";
   r["cuda_graphs"] = !opts.enforce_eager;
+  r["batch_invariant"] = opts.batch_invariant;
   r["prompt_tokens"] = opts.n_prompt;
   r["prompt_tokens_per_s"] = best_pp;
   r["prompt_matmul_flops_per_s"] = prefill_flops;
@@ -320,6 +323,9 @@ void add_bench_model_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--enforce-eager", opts->enforce_eager,
                 "With --device cuda: no captured step graphs (every kernel launched alone)");
+  cmd->add_flag("--batch-invariant", opts->batch_invariant,
+                "With --device cuda: every step through the f32 GEMV (the prefill cost of batch "
+                "invariance)");
   cmd->add_option("--cache-dir", opts->cache_dir, "Cache root for registered models");
   cmd->callback([opts, &exit_code] { exit_code = bench_model(*opts); });
 }

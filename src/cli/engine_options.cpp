@@ -173,6 +173,10 @@ void add_device_options(CLI::App& cmd, DeviceOptions& o) {
       ->capture_default_str();
   cmd.add_flag("--enforce-eager", o.enforce_eager,
                "With --device cuda: launch every kernel one by one (no captured step graphs)");
+  cmd.add_flag("--batch-invariant", o.batch_invariant,
+               "With --device cuda: a sequence's tokens do not depend on what shares its step "
+               "(f32 GEMV for every step instead of the bf16 GEMM for prompts: slower prefill); "
+               "the CPU always works this way");
 }
 
 void set_device(const DeviceOptions& o, engine::EngineConfig& config) {
@@ -184,6 +188,7 @@ void set_device(const DeviceOptions& o, engine::EngineConfig& config) {
   }
   config.gpu_memory_utilization = o.gpu_memory_utilization;
   config.enforce_eager = o.enforce_eager;
+  config.batch_invariant = o.batch_invariant;
 }
 
 void add_streaming_options(CLI::App& cmd, int64_t& window, int64_t& sinks) {

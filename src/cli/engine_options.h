@@ -11,13 +11,14 @@
 
 namespace llms::cli {
 
-// --device, --gpu-memory-utilization ((0, 1], as vLLM's) and --enforce-eager, for the engine's
-// commands and `run`; set_device() parses them into `config`, throwing
+// --device, --gpu-memory-utilization ((0, 1], as vLLM's), --enforce-eager and --batch-invariant,
+// for the engine's commands and `run`; set_device() parses them into `config`, throwing
 // llms::Error(kInvalidArgument) naming the flag.
 struct DeviceOptions {
   std::string device = "cpu";  // cpu, cuda, cuda:N or auto
   double gpu_memory_utilization = 0.9;
   bool enforce_eager = false;
+  bool batch_invariant = false;
 };
 
 struct EngineOptions {

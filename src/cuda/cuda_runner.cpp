@@ -260,7 +260,7 @@ void CudaRunner::reserve(int32_t max_tokens, int32_t max_logit_rows) {
   remake(logits_, rows * c.n_vocab * f);
   logits_host_ = PinnedBuffer();
   logits_host_ = PinnedBuffer(rows * c.n_vocab * f);
-  if (cublas_ && max_tokens > kMaxGemvRows) {
+  if (cublas_ && !options_.batch_invariant && max_tokens > kMaxGemvRows) {
     // The GEMM path (layer matrices only: the output matrix goes through the GEMV): activations
     // of the widest input (n_ff for ffn_down) and a slice of rows.
     const uint64_t widest = std::max({c.n_embd, c.n_ff, attn_width});
@@ -588,8 +588,9 @@ void CudaRunner::gemv_rows(const DeviceMatrix& w, const float* x, int32_t m, flo
 }
 
 void CudaRunner::matmul(const DeviceMatrix& w, const float* x, int32_t m, float* y) {
-  if (m <= kMaxGemvRows || !cublas_) {
-    // Without cuBLAS the weights are read m / kMaxGemvRows times: correct, slower for prompts.
+  if (m <= kMaxGemvRows || !cublas_ || options_.batch_invariant) {
+    // The weights are then read m / kMaxGemvRows times: correct, slower for prompts, and each
+    // row's result independent of the others (RunnerOptions::batch_invariant).
     gemv_rows(w, x, m, y);
     return;
   }

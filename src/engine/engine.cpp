@@ -178,7 +178,7 @@ std::unique_ptr<model::ModelRunner> Engine::Impl::make_runner(const gguf::GgufFi
   if (config.device == Device::kCuda) {
     return cuda::make_runner(file,
                              cuda::RunnerOptions{config.cuda_device, config.gpu_memory_utilization,
-                                                 !config.enforce_eager});
+                                                 !config.enforce_eager, config.batch_invariant});
   }
   return std::make_unique<model::CpuRunner>(file, pool);
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cublas.h"
 #include "cuda_runner.h"
 #include "cuda_test_support.h"
 #include "gguf/gguf_file.h"
@@ -310,6 +311,72 @@ TEST_F(CudaConformance, StepGraphsGiveTheEagerStepsBitForBit) {
   // Every step of up to 8 tokens but the first of each shape replayed a graph.
   EXPECT_GE(graphs.graph_launches(), 30);
   EXPECT_EQ(eager.graph_launches(), 0);
+}
+
+// Batch invariance (RunnerOptions::batch_invariant): sequence A's 40-token prompt in chunks of
+// 3 and 37 tokens, then 6 greedy steps, alone, then again beside sequence B's 30-token prompt
+// (in A's first step) and decode steps: every logits row of A the same bits. Without the
+// option, where cuBLAS is there, A's first 3 tokens take the GEMV alone and the bf16 GEMM in
+// a step of 33, and A's rows differ (so the comparison can fail).
+TEST_F(CudaConformance, BatchInvariantRunnerGivesASequenceTheSameBitsInAnyStep) {
+  model::TinyModelSpec s;
+  s.architecture = "qwen2";
+  s.weight_type = GgmlType::kQ4_K;
+  s.n_embd = 256;
+  s.n_ff = 512;
+  s.n_layers = 2;
+  const auto bytes = model::build_tiny_model(s).to_bytes();
+  const gguf::GgufFile file = gguf::GgufFile::from_bytes(bytes);
+  std::mt19937 rng(13);
+  std::vector<int32_t> prompt_a;
+  std::vector<int32_t> prompt_b;
+  for (int i = 0; i < 40; ++i) prompt_a.push_back(static_cast<int32_t>(rng() % 200) + 10);
+  for (int i = 0; i < 30; ++i) prompt_b.push_back(static_cast<int32_t>(rng() % 200) + 10);
+  // A's rows: its prompt's last, then one per greedy step (each fed the argmax).
+  auto run = [&](bool invariant, bool with_b) {
+    CudaRunner r(file, device_, RunnerOptions{device_.index, 0.5, true, invariant});
+    const kv::KvGroupLayout layout = r.config().windowed_kv_layout();
+    r.allocate_kv(16, 32, kv::KvCacheType::kF16, layout);
+    std::vector<std::vector<float>> rows;
+    int32_t a_cached = 0;
+    int32_t b_cached = 0;
+    std::vector<int32_t> a_next;
+    std::vector<int32_t> b_next = {17};
+    const std::vector<std::vector<int32_t>> a_chunks = {{prompt_a.begin(), prompt_a.begin() + 3},
+                                                        {prompt_a.begin() + 3, prompt_a.end()}};
+    for (size_t step = 0; step < a_chunks.size() + 6; ++step) {
+      kv::StepBatch batch;
+      batch.n_kv_groups = layout.n_groups();
+      const std::vector<int32_t>& a_tokens = step < a_chunks.size() ? a_chunks[step] : a_next;
+      const auto a_n = static_cast<int32_t>(a_tokens.size());
+      const auto a_table = table_for(layout, 0, a_cached + a_n, a_cached);
+      batch.add_sequence(0, a_tokens, a_cached, a_table, 1);
+      std::vector<kv::BlockId> b_table;
+      const std::vector<int32_t>& b_tokens = step == 0 ? prompt_b : b_next;
+      if (with_b) {
+        const auto b_n = static_cast<int32_t>(b_tokens.size());
+        b_table = table_for(layout, 16, b_cached + b_n, b_cached);
+        batch.add_sequence(1, b_tokens, b_cached, b_table, 1);
+        b_cached += b_n;
+      }
+      const model::LogitsView v = r.execute(batch);
+      a_cached += a_n;
+      if (step + 1 < a_chunks.size()) continue;  // a chunk without A's logits row
+      rows.emplace_back(v.row(0).begin(), v.row(0).end());
+      const std::vector<float>& last = rows.back();
+      a_next = {static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin())};
+    }
+    return rows;
+  };
+  const auto alone = run(true, false);
+  const auto shared = run(true, true);
+  ASSERT_EQ(alone.size(), 7u);
+  ASSERT_EQ(shared.size(), 7u);
+  for (size_t i = 0; i < alone.size(); ++i) EXPECT_EQ(shared[i], alone[i]) << "row " << i;
+  if (cublas_unavailable_reason().empty()) {
+    EXPECT_NE(run(false, true)[0], run(false, false)[0])
+        << "without batch invariance the 33-token step's GEMM gave the GEMV's bits";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaEndToEnd,

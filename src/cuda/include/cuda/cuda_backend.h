@@ -49,6 +49,10 @@ struct RunnerOptions {
   double gpu_memory_utilization = 0.9;
   // false: every kernel launched one by one, no captured step graphs (vLLM's --enforce-eager).
   bool use_graphs = true;
+  // true: a sequence's numbers do not depend on what shares its step, as on the CPU: every
+  // layer matrix takes the GEMV (f32, 8 rows at a time) whatever the step's size, instead of
+  // the bf16 tensor-core GEMM for steps of more than 8 tokens. Prefill pays for it.
+  bool batch_invariant = false;
 };
 
 std::unique_ptr<model::ModelRunner> make_runner(const gguf::GgufFile& file,

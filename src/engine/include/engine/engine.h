@@ -56,6 +56,9 @@ struct EngineConfig {
   // buffers, KV pool), as vLLM's --gpu-memory-utilization; the KV pool gets what is left.
   double gpu_memory_utilization = 0.9;
   bool enforce_eager = false;  // with Device::kCuda: no captured step graphs
+  // With Device::kCuda: keep batch invariance (cuda::RunnerOptions::batch_invariant); the CPU
+  // always keeps it.
+  bool batch_invariant = false;
   int32_t block_size = 16;
   // KV pool size: n_kv_blocks when > 0, else kv_cache_memory bytes when > 0, else
   // kv_memory_fraction of the memory available at start (capped at what max_num_seqs full-length
