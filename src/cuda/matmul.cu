@@ -25,6 +25,7 @@
 #include "cuda_check.h"
 #include "device_kernels.h"
 #include "launch.h"
+#include "type_dispatch.h"
 #include "util/error.h"
 
 namespace llms::cuda {
@@ -47,74 +48,6 @@ unsigned grid_for(int64_t items, int threads_per_block) {
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-template <GgmlType T>
-struct TypeTag {
-  static constexpr GgmlType value = T;
-};
-
-std::string type_label(GgmlType type) {
-  const auto info = gguf::ggml_type_info(static_cast<uint32_t>(type));
-  return info ? std::string(info->name)
-              : "with unknown id " + std::to_string(static_cast<uint32_t>(type));
-}
-
-// The row's sub-blocks of 32 values. The quantized types' blocks are multiples of 32 values;
-// no kernel here takes a partial sub-block, so F32/F16/BF16 rows of other widths are refused.
-int64_t sub_blocks(const DeviceMatrix& w, const char* what) {
-  if (w.n_cols % kSubBlockValues != 0) {
-    throw Error(Error::Kind::kUnsupported, std::string("CUDA ") + what + ": " + type_label(w.type) +
-                                               " matrix of " + std::to_string(w.n_cols) +
-                                               " columns: the device kernels need a multiple of " +
-                                               std::to_string(kSubBlockValues));
-  }
-  return w.n_cols / kSubBlockValues;
-}
-
-// Calls fn(TypeTag<type>{}) so that fn instantiates its kernel for the type: the one switch on
-// the type happens here, on the host, never inside a kernel.
-template <typename Fn>
-void dispatch_type(GgmlType type, const char* what, Fn&& fn) {
-  switch (type) {
-    case GgmlType::kF32:
-      fn(TypeTag<GgmlType::kF32>{});
-      return;
-    case GgmlType::kF16:
-      fn(TypeTag<GgmlType::kF16>{});
-      return;
-    case GgmlType::kBF16:
-      fn(TypeTag<GgmlType::kBF16>{});
-      return;
-    case GgmlType::kQ4_0:
-      fn(TypeTag<GgmlType::kQ4_0>{});
-      return;
-    case GgmlType::kQ4_1:
-      fn(TypeTag<GgmlType::kQ4_1>{});
-      return;
-    case GgmlType::kQ5_0:
-      fn(TypeTag<GgmlType::kQ5_0>{});
-      return;
-    case GgmlType::kQ5_1:
-      fn(TypeTag<GgmlType::kQ5_1>{});
-      return;
-    case GgmlType::kQ8_0:
-      fn(TypeTag<GgmlType::kQ8_0>{});
-      return;
-    case GgmlType::kQ4_K:
-      fn(TypeTag<GgmlType::kQ4_K>{});
-      return;
-    case GgmlType::kQ5_K:
-      fn(TypeTag<GgmlType::kQ5_K>{});
-      return;
-    case GgmlType::kQ6_K:
-      fn(TypeTag<GgmlType::kQ6_K>{});
-      return;
-    default:
-      throw Error(Error::Kind::kUnsupported, std::string("CUDA ") + what + ": weight type " +
-                                                 type_label(type) +
-                                                 " is not supported on the device");
-  }
-}
 
 // sum_j v[j] * x[j] over one sub-block. Two chains halve the dependent FMA latency; the order
 // is fixed, so results repeat exactly.
