@@ -53,6 +53,17 @@ void gemv(const DeviceMatrix& w, const float* x, int32_t m, float* y, cudaStream
 // the matrix's rows). The GEMM path multiplies these with bf16 activations on tensor cores.
 void dequantize_bf16(const DeviceMatrix& w, int64_t n_rows, uint16_t* out, cudaStream_t stream);
 
+// Activations for tiled_gemm: its blocks read whole tiles of this many rows.
+inline constexpr int32_t kTiledGemmRowAlign = 64;
+
+// y[i * ldy + r] = sum_c bf16(W[r][c]) * x_bf16[i * w.n_cols + c] for i < m, r < w.n_rows (ldy
+// >= w.n_rows): tensor-core products of bf16 values with f32 sums, the weights decoded from
+// their blocks into shared memory once per 64 activation rows (cuda/tiled_gemm.cu), for steps
+// of a few dozen tokens. x_bf16 starts on a 32-byte boundary and holds m rounded up to
+// kTiledGemmRowAlign rows (the rows past m are read, their products dropped).
+void tiled_gemm(const DeviceMatrix& w, const uint16_t* x_bf16, int32_t m, float* y, int64_t ldy,
+                cudaStream_t stream);
+
 // out[i * w.n_cols + c] = W[rows[i]][c] * scale for i < n (embedding lookup; rows in device
 // memory, each in [0, w.n_rows)).
 void gather_rows(const DeviceMatrix& w, const int32_t* rows, int32_t n, float scale, float* out,

@@ -157,6 +157,52 @@ TEST_F(CudaConformance, CublasGemmWritesItsRowsOfAWiderOutput) {
   EXPECT_LT(nmse(got, want), 1e-10);
 }
 
+// The tensor-core GEMM on the file's blocks (tiled_gemm), for every type: 1, 2 and 4 fragments
+// of activation rows and two block rows of them, weight rows past a whole tile, a last chunk of
+// fewer than 4 sub-blocks (224 columns), against the bf16-rounded products summed in double, in
+// a wider output whose other columns stay as they were. The activation rows past m are NaN:
+// none of it may reach the output.
+TEST_F(CudaConformance, TiledGemmMatchesTheBf16ProductsForEveryType) {
+  for (GgmlType type : kTypes) {
+    const int64_t cols = k_quant(type) ? 256 : 224;
+    for (const auto& [rows, m] : {std::pair<int64_t, int32_t>{40, 9}, {96, 27}, {33, 70}}) {
+      SCOPED_TRACE(std::string(gguf::ggml_type_name(type)) + " " + std::to_string(rows) + "x" +
+                   std::to_string(cols) + " m=" + std::to_string(m));
+      const HostMatrix w = random_matrix(type, rows, cols, 5 + rows);
+      const int32_t padded = (m + kTiledGemmRowAlign - 1) / kTiledGemmRowAlign * kTiledGemmRowAlign;
+      std::vector<uint16_t> x(static_cast<size_t>(padded * cols), 0x7fc0);  // bf16 NaN
+      const auto xf = random_floats(static_cast<size_t>(m * cols), 23 + m);
+      for (size_t i = 0; i < xf.size(); ++i) x[i] = quant::fp32_to_bf16(xf[i]);
+      const int64_t ldy = rows + 5;
+      std::vector<float> want(static_cast<size_t>(m * ldy), -7.0f);
+      for (int32_t i = 0; i < m; ++i) {
+        for (int64_t r = 0; r < rows; ++r) {
+          double acc = 0.0;
+          for (int64_t c = 0; c < cols; ++c) {
+            acc += static_cast<double>(
+                       quant::bf16_to_fp32(quant::fp32_to_bf16(w.values[r * cols + c]))) *
+                   quant::bf16_to_fp32(x[i * cols + c]);
+          }
+          want[i * ldy + r] = static_cast<float>(acc);
+        }
+      }
+      DeviceBuffer dw = upload(w.bytes);
+      DeviceBuffer dx = upload(x);
+      DeviceBuffer dy = upload(std::vector<float>(want.size(), -7.0f));
+      const DeviceMatrix matrix{type, dw.get(), rows, cols, w.row_bytes};
+      tiled_gemm(matrix, dx.get<uint16_t>(), m, dy.get<float>(), ldy, nullptr);
+      const std::vector<float> got = download<float>(dy, want.size());
+      for (int32_t i = 0; i < m; ++i) {
+        for (int64_t r = rows; r < ldy; ++r) ASSERT_EQ(got[i * ldy + r], -7.0f) << "column " << r;
+      }
+      EXPECT_LT(nmse(got, want), 1e-10);
+      EXPECT_THROW(tiled_gemm(matrix, dx.get<uint16_t>() + 1, m, dy.get<float>(), ldy, nullptr),
+                   Error)
+          << "activations off a 32-byte boundary";
+    }
+  }
+}
+
 TEST_F(CudaConformance, RowOpsMatchTheCpuKernels) {
   for (int32_t dim : {64, 896, 4096}) {
     const int32_t n = 5;

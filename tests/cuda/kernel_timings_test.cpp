@@ -4,10 +4,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "cublas.h"
 #include "cuda_test_support.h"
 #include "device_kernels.h"
 #include "model/tiny_model.h"
@@ -20,7 +22,8 @@ using namespace testing_support;
 // Kernel timings for the device run (LLMS_CUDA_TIMING=1; skipped otherwise, and never an
 // assertion on time): the batch-1 GEMV per weight type on 7B/8B-shaped matrices and decode
 // attention over a long context, each as bytes read per second and as a fraction of the read
-// bandwidth measured on the device in the same run. One JSON line per kernel on stdout.
+// bandwidth measured on the device in the same run, and the two GEMM paths of steps of 16-256
+// tokens in TFLOP/s. One JSON line per kernel on stdout.
 TEST_F(CudaConformance, KernelTimings) {
   const char* on = std::getenv("LLMS_CUDA_TIMING");
   if (on == nullptr || std::string(on) != "1") GTEST_SKIP() << "set LLMS_CUDA_TIMING=1";
@@ -76,6 +79,46 @@ TEST_F(CudaConformance, KernelTimings) {
             name, std::string(gguf::ggml_type_name(type)).c_str(),
             static_cast<long long>(shape.rows), static_cast<long long>(shape.cols), s * 1e6, rate,
             rate / bandwidth);
+      }
+    }
+  }
+  // Steps of 16, 64 and 256 rows on a Qwen2.5-7B FFN matrix (18944 x 3584): the tiled GEMM on
+  // the blocks against dequantize_bf16 + cuBLAS, which the runner takes past kMaxTiledGemmRows
+  // (CudaRunner): where the two cross is what this measures.
+  {
+    const std::string no_cublas = cublas_unavailable_reason();
+    std::unique_ptr<Cublas> cublas;
+    if (no_cublas.empty()) cublas = std::make_unique<Cublas>(stream.get());
+    const int64_t rows = 18944;
+    const int64_t cols = 3584;
+    const int32_t max_m = 256;
+    DeviceBuffer dx(static_cast<size_t>(max_m * cols) * sizeof(uint16_t));
+    check(cudaMemsetAsync(dx.get(), 0x3c, dx.bytes(), stream.get()), "cudaMemsetAsync");
+    DeviceBuffer dy(static_cast<size_t>(max_m * rows) * sizeof(float));
+    DeviceBuffer dbf16(static_cast<size_t>(rows * cols) * sizeof(uint16_t));
+    for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kBF16}) {
+      const size_t row_bytes = *gguf::ggml_row_bytes(type, static_cast<uint64_t>(cols));
+      DeviceBuffer dw =
+          upload(model::fast_weight_bytes(type, static_cast<uint64_t>(rows * cols), 1, 0.05f));
+      const DeviceMatrix w{type, dw.get(), rows, cols, row_bytes};
+      for (const int32_t m : {16, 64, max_m}) {
+        auto report = [&](const char* path, double s) {
+          std::printf(
+              "{\"kernel\": \"gemm\", \"path\": \"%s\", \"type\": \"%s\", \"m\": %d, "
+              "\"rows\": %lld, \"cols\": %lld, \"us\": %.2f, \"tflop_per_s\": %.2f}\n",
+              path, std::string(gguf::ggml_type_name(type)).c_str(), m,
+              static_cast<long long>(rows), static_cast<long long>(cols), s * 1e6,
+              2.0 * static_cast<double>(m) * static_cast<double>(rows * cols) / s / 1e12);
+        };
+        report("tiled", time_calls([&] {
+                 tiled_gemm(w, dx.get<uint16_t>(), m, dy.get<float>(), rows, stream.get());
+               }));
+        if (!cublas) continue;
+        report("dequantize_cublas", time_calls([&] {
+                 dequantize_bf16(w, rows, dbf16.get<uint16_t>(), stream.get());
+                 cublas->gemm_bf16(dbf16.get<uint16_t>(), dx.get<uint16_t>(), dy.get<float>(), rows,
+                                   m, cols, rows);
+               }));
       }
     }
   }

@@ -1,10 +1,13 @@
 // The CPU emulation of the device (src/cuda/emulation) itself: that kernels see what CUDA
-// promises them (shared memory ordered by __syncthreads, warp shuffles, the built-in indices),
-// and that what the hardware or the runtime would report is reported here too (a barrier that
-// cannot open, a bad launch, a copy that misses device memory, synchronous calls while a graph
-// is being captured), so that the conformance tests run on it mean something.
+// promises them (shared memory ordered by __syncthreads, warp shuffles, the built-in indices,
+// tensor-core fragments), and that what the hardware or the runtime would report is reported
+// here too (a barrier that cannot open, a bad launch, a misaligned fragment, a copy that misses
+// device memory, synchronous calls while a graph is being captured), so that the conformance
+// tests run on it mean something.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+#include <mma.h>
 
 #include <cmath>
 #include <cstdint>
@@ -14,6 +17,7 @@
 #include "cuda_check.h"
 #include "device_buffer.h"
 #include "launch.h"
+#include "quant/float_convert.h"
 #include "util/error.h"
 
 namespace llms::cuda {
@@ -113,6 +117,61 @@ TEST(CudaEmulation, AShuffleALaneNeverReachesFailsTheLaunchNamingTheKernel) {
   // The fault was reported once; the device goes on.
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   launch("indices", indices, 1, 32, nullptr, out.get<uint32_t>());
+}
+
+// One 16x16x16 tensor-core product per warp of the block: warp w multiplies A (row-major, at
+// a + offset) by B (column-major) into D (row-major, its own 16x16 of d).
+__global__ void wmma_product(const __nv_bfloat16* a, const __nv_bfloat16* b, float* d, int offset) {
+  namespace wmma = nvcuda::wmma;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+  wmma::fill_fragment(acc, 1.0f);
+  wmma::load_matrix_sync(fa, a + offset, 16);
+  wmma::load_matrix_sync(fb, b, 16);
+  wmma::mma_sync(acc, fa, fb, acc);
+  wmma::store_matrix_sync(d + warp * 256, acc, 16, wmma::mem_row_major);
+}
+
+TEST(CudaEmulation, TensorCoreFragmentsMultiplyAndRefuseMisalignedOperands) {
+  std::vector<uint16_t> a(256 + 16);
+  std::vector<uint16_t> b(256);
+  for (int i = 0; i < 256 + 16; ++i) a[i] = quant::fp32_to_bf16(static_cast<float>(i % 7) - 3.0f);
+  for (int i = 0; i < 256; ++i) b[i] = quant::fp32_to_bf16(static_cast<float>(i % 5) * 0.5f);
+  DeviceBuffer da(a.size() * sizeof(uint16_t));
+  DeviceBuffer db(b.size() * sizeof(uint16_t));
+  DeviceBuffer dd(2 * 256 * sizeof(float));
+  check(cudaMemcpy(da.get(), a.data(), da.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemcpy(db.get(), b.data(), db.bytes(), cudaMemcpyHostToDevice), "cudaMemcpy");
+  const auto* pa = da.get<__nv_bfloat16>();
+  launch("wmma_product", wmma_product, 1, 64, nullptr, pa, db.get<__nv_bfloat16>(), dd.get<float>(),
+         0);
+  std::vector<float> d(2 * 256);
+  check(cudaMemcpy(d.data(), dd.get(), dd.bytes(), cudaMemcpyDeviceToHost), "cudaMemcpy");
+  for (int w = 0; w < 2; ++w) {
+    for (int i = 0; i < 16; ++i) {
+      for (int j = 0; j < 16; ++j) {
+        // B column-major: element (k, j) at b[j * 16 + k].
+        float want = 1.0f;
+        for (int k = 0; k < 16; ++k) {
+          want += quant::bf16_to_fp32(a[i * 16 + k]) * quant::bf16_to_fp32(b[j * 16 + k]);
+        }
+        ASSERT_EQ(d[w * 256 + i * 16 + j], want) << "warp " << w << " (" << i << ", " << j << ")";
+      }
+    }
+  }
+  // 8 elements past the start: 16 bytes, not the 32 the device requires.
+  try {
+    launch("wmma_product", wmma_product, 1, 32, nullptr, pa, db.get<__nv_bfloat16>(),
+           dd.get<float>(), 8);
+    FAIL() << "a misaligned fragment load ran";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cudaErrorLaunchFailure"), std::string::npos) << what;
+    EXPECT_NE(what.find("32-byte boundary"), std::string::npos) << what;
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
 TEST(CudaEmulation, ABadLaunchConfigurationIsRefusedAsTheRuntimeDoes) {
