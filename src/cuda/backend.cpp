@@ -17,7 +17,7 @@ std::string gemm_path() {
   return "emulated";
 #else
   const std::string why = cublas_unavailable_reason();
-  return why.empty() ? std::string("cublas") : "gemv: " + why;
+  return why.empty() ? std::string("cublas") : "tiled: " + why;
 #endif
 }
 

@@ -260,13 +260,15 @@ void CudaRunner::reserve(int32_t max_tokens, int32_t max_logit_rows) {
   remake(logits_, rows * c.n_vocab * f);
   logits_host_ = PinnedBuffer();
   logits_host_ = PinnedBuffer(rows * c.n_vocab * f);
-  if (cublas_ && !options_.batch_invariant && max_tokens > kMaxGemvRows) {
-    // The GEMM path (layer matrices only: the output matrix goes through the GEMV): activations
-    // of the widest input (n_ff for ffn_down) and a slice of rows.
+  if (!options_.batch_invariant && max_tokens > kMaxGemvRows) {
+    // The GEMM paths (layer matrices only: the output matrix goes through the GEMV): bf16
+    // activations of the widest input (n_ff for ffn_down), in whole tiles of the tiled GEMM's
+    // rows; for cuBLAS, a slice of the weights as bf16.
     const uint64_t widest = std::max({c.n_embd, c.n_ff, attn_width});
-    remake(act_bf16_, t * widest * sizeof(uint16_t));
+    const size_t tiles = (t + kTiledGemmRowAlign - 1) / kTiledGemmRowAlign;
+    remake(act_bf16_, tiles * kTiledGemmRowAlign * widest * sizeof(uint16_t));
     const auto slice = std::max<int64_t>(weight_slice_limit_, static_cast<int64_t>(widest));
-    if (weight_slice_elements_ < slice) {
+    if (cublas_ && weight_slice_elements_ < slice) {
       remake(weight_bf16_, static_cast<size_t>(slice) * sizeof(uint16_t));
       weight_slice_elements_ = slice;
     }
@@ -588,13 +590,17 @@ void CudaRunner::gemv_rows(const DeviceMatrix& w, const float* x, int32_t m, flo
 }
 
 void CudaRunner::matmul(const DeviceMatrix& w, const float* x, int32_t m, float* y) {
-  if (m <= kMaxGemvRows || !cublas_ || options_.batch_invariant) {
-    // The weights are then read m / kMaxGemvRows times: correct, slower for prompts, and each
-    // row's result independent of the others (RunnerOptions::batch_invariant).
+  if (m <= kMaxGemvRows || options_.batch_invariant) {
+    // With batch invariance the weights are read m / kMaxGemvRows times: slower for prompts, and
+    // each row's result independent of the others (RunnerOptions::batch_invariant).
     gemv_rows(w, x, m, y);
     return;
   }
   f32_to_bf16(x, static_cast<int64_t>(m) * w.n_cols, act_bf16_.get<uint16_t>(), stream_.get());
+  if (m <= kMaxTiledGemmRows || !cublas_) {
+    tiled_gemm(w, act_bf16_.get<uint16_t>(), m, y, w.n_rows, stream_.get());
+    return;
+  }
   const int64_t rows_per_slice = std::max<int64_t>(1, weight_slice_elements_ / w.n_cols);
   for (int64_t r0 = 0; r0 < w.n_rows; r0 += rows_per_slice) {
     const int64_t rows = std::min(rows_per_slice, w.n_rows - r0);

@@ -3,8 +3,9 @@
 // It runs the forward pass of model/transformer.cpp step for step with the kernels of
 // cuda/device_kernels.h: the same families (llama, qwen2, qwen3, gemma3), the same order of
 // operations, f32 activations. Weights are uploaded at load in their GGUF block formats and
-// decoded in registers by the GEMV (up to kMaxGemvRows activation rows: decode steps); larger
-// steps dequantize a matrix to bf16 in slices and multiply on tensor cores through cuBLAS.
+// decoded in registers by the GEMV (up to kMaxGemvRows activation rows: decode steps); steps of
+// up to kMaxTiledGemmRows decode tiles of them into shared memory for tensor-core products
+// (tiled_gemm); larger steps dequantize a matrix to bf16 in slices and multiply through cuBLAS.
 //
 // KV pool: f16 keys and values in device memory, one pool per member slot of the cache-group
 // layout (kv/kv_groups.h): member m's page p, KV head h, slot s of keys at
@@ -50,6 +51,12 @@ class CudaRunner final : public model::ModelRunner {
   // slice of rows, so the scratch does not grow with the widest matrix.
   static constexpr int64_t kDefaultWeightSliceElements = int64_t{128} << 20;
 
+  // Layer matrices of steps of more than kMaxGemvRows and up to this many tokens go through the
+  // tiled GEMM on the weights' blocks (read once per 64 rows); larger steps through cuBLAS on a
+  // bf16 copy of the weights (the tensor cores at their full rate, the copy's traffic spread
+  // over many rows), or the tiled GEMM where cuBLAS is missing. The crossover is a guess until
+  // measured (the kernel timings print both paths at 16, 64 and 256 rows).
+  static constexpr int32_t kMaxTiledGemmRows = 64;
   // Steps of up to this many tokens run as captured CUDA graphs (use_graphs; cuda_runner.cpp).
   static constexpr int32_t kMaxGraphTokens = kMaxGemvRows;
 
@@ -107,7 +114,7 @@ class CudaRunner final : public model::ModelRunner {
   void matmul(const DeviceMatrix& w, const float* x, int32_t m, float* y);
   // The GEMV over kMaxGemvRows activation rows at a time: each row's result is the same
   // whatever else is in the step (the output matrix always goes this way, so a sequence's
-  // logits do not depend on its batch; and the GEMM path without cuBLAS).
+  // logits do not depend on its batch; and every matrix with batch invariance).
   void gemv_rows(const DeviceMatrix& w, const float* x, int32_t m, float* y);
   void forward(const kv::StepBatch& batch, const StepLayout& at);
   void launch_graph(const kv::StepBatch& batch, const StepLayout& at);

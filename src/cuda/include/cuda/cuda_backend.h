@@ -64,8 +64,9 @@ std::unique_ptr<model::ModelRunner> make_runner(const gguf::GgufFile& file,
 // GEMMs with f32 results, the kind prefill runs). Throw llms::Error(kUnavailable) without a
 // device, as make_runner() does.
 double measure_read_bandwidth(int device, size_t bytes, int passes);
-// How the runner multiplies steps of more than a few tokens: "cublas" (bf16 tensor cores), or
-// why not ("gemv: cannot load libcublas.so.13 ...") where cuBLAS is missing.
+// How the runner multiplies steps of more than 64 tokens: "cublas" (bf16 tensor cores on a bf16
+// copy of the weights), or why not ("tiled: cannot load libcublas.so.13 ...": the tiled GEMM on
+// the weights' blocks takes every step) where cuBLAS is missing.
 std::string gemm_path();
 double measure_bf16_gemm_flops(int device, int n, int passes);
 
