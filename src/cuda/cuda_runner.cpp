@@ -277,8 +277,9 @@ void CudaRunner::reserve(int32_t max_tokens, int32_t max_logit_rows) {
     // Tiles for a sequence as long as the training context (4,096 keys when the file does not
     // say), fewer where that would pass kMaxTileStateBytes: longer steps run unsplit.
     const int64_t context = c.n_ctx_train > 0 ? static_cast<int64_t>(c.n_ctx_train) : 4096;
-    const int64_t per_tile = attention_tile_state_floats(
-        kMaxGraphTokens, static_cast<int32_t>(c.n_heads), static_cast<int32_t>(c.head_dim_v), 1);
+    const int64_t per_tile =
+        attention_tile_state_floats(kMaxSplitAttentionTokens, static_cast<int32_t>(c.n_heads),
+                                    static_cast<int32_t>(c.head_dim_v), 1);
     const int64_t fit = kMaxTileStateBytes / (per_tile * static_cast<int64_t>(f));
     tile_capacity_ = std::min(context / kAttentionTileKeys + 1, fit);
     tile_states_ = DeviceBuffer(static_cast<size_t>(per_tile * tile_capacity_) * f);
@@ -445,7 +446,7 @@ void CudaRunner::stage(const kv::StepBatch& batch, StepLayout& at) {
   }
   std::copy(batch.logits_rows.begin(), batch.logits_rows.end(), ints + at.logits_rows);
   const int32_t* slots_of = ints + at.token_pos;
-  at.split_attention = n <= static_cast<size_t>(kMaxGraphTokens) &&
+  at.split_attention = n <= static_cast<size_t>(kMaxSplitAttentionTokens) &&
                        std::all_of(slots_of, slots_of + n, [&](int32_t slot) {
                          return attention_tiles(slot, 0) <= tile_capacity_;
                        });
@@ -492,7 +493,10 @@ model::LogitsView CudaRunner::execute(const kv::StepBatch& batch) {
   StepLayout at;
   try {
     stage(batch, at);
-    if (options_.use_graphs && n <= kMaxGraphTokens) {
+    const bool decode = n <= kMaxGraphDecodeTokens &&
+                        batch.sequences.size() == static_cast<size_t>(n) &&
+                        batch.logits_rows.size() == static_cast<size_t>(n);
+    if (options_.use_graphs && (n <= kMaxGraphTokens || decode)) {
       launch_graph(batch, at);
     } else {
       forward(batch, at);

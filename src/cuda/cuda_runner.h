@@ -16,7 +16,7 @@
 // Per step the host validates the batch (as the CPU runner does, before anything is written),
 // lays out the step's metadata (tokens, each token's sequence, cache slot and page per group,
 // the block tables, RoPE angles, logits rows) in one pinned buffer, copies it with one
-// transfer, enqueues the layers on one stream (steps of up to kMaxGraphTokens tokens as one
+// transfer, enqueues the layers on one stream (small steps and decode steps as one
 // captured CUDA graph per shape) and waits for the logits rows.
 //
 // Not implemented yet, refused naming the feature: KV types other than f16, token trees
@@ -57,8 +57,14 @@ class CudaRunner final : public model::ModelRunner {
   // over many rows), or the tiled GEMM where cuBLAS is missing. The crossover is a guess until
   // measured (the kernel timings print both paths at 16, 64 and 256 rows).
   static constexpr int32_t kMaxTiledGemmRows = 64;
-  // Steps of up to this many tokens run as captured CUDA graphs (use_graphs; cuda_runner.cpp).
+  // Steps of up to kMaxGraphTokens tokens, and decode steps (a token per sequence, each with
+  // its logits row) of up to kMaxGraphDecodeTokens, run as captured CUDA graphs (use_graphs;
+  // cuda_runner.cpp): one per shape, so mixed steps beyond 8 tokens, whose shapes are many, run
+  // eagerly. Decode steps past 8 sequences take the tiled GEMM, which captures like any kernel.
   static constexpr int32_t kMaxGraphTokens = kMaxGemvRows;
+  static constexpr int32_t kMaxGraphDecodeTokens = kMaxTiledGemmRows;
+  // Steps of up to this many tokens split their attention over blocks (AttentionSplit).
+  static constexpr int32_t kMaxSplitAttentionTokens = kMaxGemvRows;
 
   // device: the probed device options.device names (make_runner resolves it).
   // weight_slice_elements: the GEMM's slice (tests make it small to cover the slicing).
@@ -175,7 +181,7 @@ class CudaRunner final : public model::ModelRunner {
   DeviceBuffer weight_bf16_;           // a slice of a GEMM's weights
   int64_t weight_slice_elements_ = 0;  // the slice the scratch holds
   int64_t weight_slice_limit_ = 0;     // the slice asked for
-  // Split attention's tile states (reserve): steps of up to kMaxGraphTokens tokens, each token
+  // Split attention's tile states (reserve): steps of up to kMaxSplitAttentionTokens, each token
   // up to tile_capacity_ tiles (the training context's, within kMaxTileStateBytes).
   static constexpr int64_t kMaxTileStateBytes = int64_t{64} << 20;
   DeviceBuffer tile_states_;

@@ -266,8 +266,8 @@ TEST_F(CudaConformance, F32ModelInSmallStepsMatchesTheCpuTightly) {
 
 // Captured step graphs replay exactly the kernels an eager step launches: the same logits bit
 // for bit, step after step (each decode step of a shape replays the graph its first one made,
-// with new tokens, positions and a block table that grows a block every 16 tokens), and with
-// two sequences in a step (another shape, another graph).
+// with new tokens, positions and a block table that grows a block every 16 tokens), with
+// two sequences in a step (another shape, another graph), and decode steps of 12 sequences.
 TEST_F(CudaConformance, StepGraphsGiveTheEagerStepsBitForBit) {
   model::TinyModelSpec s;
   s.architecture = "llama";
@@ -280,9 +280,9 @@ TEST_F(CudaConformance, StepGraphsGiveTheEagerStepsBitForBit) {
   CudaRunner graphs(file, device_, RunnerOptions{device_.index, 0.5, /*use_graphs=*/true});
   CudaRunner eager(file, device_, RunnerOptions{device_.index, 0.5, /*use_graphs=*/false});
   const kv::KvGroupLayout layout = graphs.config().windowed_kv_layout();
-  for (CudaRunner* r : {&graphs, &eager}) r->allocate_kv(16, 32, kv::KvCacheType::kF16, layout);
+  for (CudaRunner* r : {&graphs, &eager}) r->allocate_kv(16, 192, kv::KvCacheType::kF16, layout);
   std::mt19937 rng(11);
-  std::vector<int32_t> cached = {0, 0};
+  std::vector<int32_t> cached(12, 0);
   auto run_both = [&](const kv::StepBatch& batch, const std::string& what) {
     const model::LogitsView a = graphs.execute(batch);
     const std::vector<float> got(a.data, a.data + static_cast<size_t>(a.n_rows) * a.n_vocab);
@@ -310,6 +310,27 @@ TEST_F(CudaConformance, StepGraphsGiveTheEagerStepsBitForBit) {
   }
   // Every step of up to 8 tokens but the first of each shape replayed a graph.
   EXPECT_GE(graphs.graph_launches(), 30);
+  // Ten more sequences' 3-token prompts in one step (30 tokens: eager), then decode steps of all
+  // 12 (past 8 tokens, the tiled GEMM): each one a graph's launch (the first captures it).
+  const int64_t before = graphs.graph_launches();
+  for (int step = 0; step < 6; ++step) {
+    kv::StepBatch batch;
+    batch.n_kv_groups = layout.n_groups();
+    const int first = step == 0 ? 2 : 0;
+    std::vector<std::vector<int32_t>> tokens(12);
+    std::vector<std::vector<kv::BlockId>> tables(12);
+    for (int q = first; q < 12; ++q) {
+      const int32_t n_new = step == 0 ? 3 : 1;
+      auto& t = tokens[static_cast<size_t>(q)];
+      for (int i = 0; i < n_new; ++i) t.push_back(static_cast<int32_t>(rng() % 200) + 10);
+      auto& table = tables[static_cast<size_t>(q)];
+      table = table_for(layout, 16 * q, cached[q] + n_new, cached[q]);
+      batch.add_sequence(q, t, cached[q], table, 1);
+      cached[q] += n_new;
+    }
+    ASSERT_NO_FATAL_FAILURE(run_both(batch, "12 sequences, step " + std::to_string(step)));
+  }
+  EXPECT_EQ(graphs.graph_launches() - before, 5) << "decode steps of 12 sequences";
   EXPECT_EQ(eager.graph_launches(), 0);
 }
 
