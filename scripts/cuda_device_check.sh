@@ -73,7 +73,7 @@ fi
 # LLMS_REQUIRE_GPU=1: a GPU the binaries cannot use fails the tests instead of skipping them.
 LLMS_REQUIRE_GPU=1 phase conformance 120 "${conf[@]}" --gtest_color=no \
   --gtest_output="json:$out/conformance.json"
-LLMS_REQUIRE_GPU=1 LLMS_CUDA_TIMING=1 phase kernel-timings 60 "${conf[@]}" --gtest_color=no \
+LLMS_REQUIRE_GPU=1 LLMS_CUDA_TIMING=1 phase kernel-timings 90 "${conf[@]}" --gtest_color=no \
   --gtest_filter='*KernelTimings*'
 
 # Models outside $OUT: a run cut off mid-shape must not leave gigabytes where results go back.
@@ -99,8 +99,13 @@ for s in "${shapes[@]}"; do
     --type "$type" --fast-weights || continue
   phase "bench-model-$name" 90 "${bin[@]}" bench-model -m "$f" --device cuda --prompt 512 --gen 128 \
     -r 2 --bandwidth-mib 4096
+  # What batch invariance costs a prompt (every step through the f32 GEMV), on one shape.
+  if [[ $name == qwen7b-q4_k ]]; then
+    phase "bench-model-$name-batch-invariant" 60 "${bin[@]}" bench-model -m "$f" --device cuda \
+      --prompt 512 --gen 16 --bandwidth-mib 1024 --batch-invariant
+  fi
   phase "bench-engine-$name" 120 "${bin[@]}" bench-engine -m "$f" --device cuda \
-    --concurrency 1,8,32,64,128,256 --prompt-len 128 --gen-len 64 --skip-prefix --skip-waste \
+    --concurrency 1,8,16,32,64,128,256 --prompt-len 128 --gen-len 64 --skip-prefix --skip-waste \
     --max-num-seqs 256 --max-num-batched-tokens 4096
   rm -f "$f"
 done
