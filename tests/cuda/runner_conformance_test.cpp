@@ -136,6 +136,17 @@ std::vector<kv::BlockId> table_for(const kv::KvGroupLayout& layout, int32_t firs
   return table;
 }
 
+// A 2-layer Q4_K model, 256 wide (whole K-quant blocks), for the tests of the runner alone.
+std::vector<uint8_t> small_q4_k_model(const std::string& architecture) {
+  model::TinyModelSpec s;
+  s.architecture = architecture;
+  s.weight_type = GgmlType::kQ4_K;
+  s.n_embd = 256;
+  s.n_ff = 512;
+  s.n_layers = 2;
+  return model::build_tiny_model(s).to_bytes();
+}
+
 struct EndToEndCase {
   std::string architecture;
   GgmlType type;
@@ -269,13 +280,7 @@ TEST_F(CudaConformance, F32ModelInSmallStepsMatchesTheCpuTightly) {
 // with new tokens, positions and a block table that grows a block every 16 tokens), with
 // two sequences in a step (another shape, another graph), and decode steps of 12 sequences.
 TEST_F(CudaConformance, StepGraphsGiveTheEagerStepsBitForBit) {
-  model::TinyModelSpec s;
-  s.architecture = "llama";
-  s.weight_type = GgmlType::kQ4_K;
-  s.n_embd = 256;
-  s.n_ff = 512;
-  s.n_layers = 2;
-  const auto bytes = model::build_tiny_model(s).to_bytes();
+  const auto bytes = small_q4_k_model("llama");
   const gguf::GgufFile file = gguf::GgufFile::from_bytes(bytes);
   CudaRunner graphs(file, device_, RunnerOptions{device_.index, 0.5, /*use_graphs=*/true});
   CudaRunner eager(file, device_, RunnerOptions{device_.index, 0.5, /*use_graphs=*/false});
@@ -290,45 +295,41 @@ TEST_F(CudaConformance, StepGraphsGiveTheEagerStepsBitForBit) {
     const std::vector<float> want(b.data, b.data + static_cast<size_t>(b.n_rows) * b.n_vocab);
     ASSERT_EQ(got, want) << what;
   };
-  for (int step = 0; step < 40; ++step) {
+  // One step of sequences first .. last - 1, sequence q with n_new(q) random tokens.
+  auto run_step = [&](int first, int last, const std::function<int32_t(int)>& n_new,
+                      const std::string& what) {
     kv::StepBatch batch;
     batch.n_kv_groups = layout.n_groups();
-    const int n_seqs = step < 20 ? 1 : 2;
     // The batch views its sequences' tokens and tables: they live until the step has run.
-    std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(n_seqs));
-    std::vector<std::vector<kv::BlockId>> tables(static_cast<size_t>(n_seqs));
-    for (int q = 0; q < n_seqs; ++q) {
-      const int32_t n_new = step == 0 || (step == 20 && q == 1) ? 12 : 1;  // prompts, then decode
+    std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(last));
+    std::vector<std::vector<kv::BlockId>> tables(static_cast<size_t>(last));
+    for (int q = first; q < last; ++q) {
       auto& t = tokens[static_cast<size_t>(q)];
-      for (int i = 0; i < n_new; ++i) t.push_back(static_cast<int32_t>(rng() % 200) + 10);
+      for (int i = 0; i < n_new(q); ++i) t.push_back(static_cast<int32_t>(rng() % 200) + 10);
       auto& table = tables[static_cast<size_t>(q)];
-      table = table_for(layout, 16 * q, cached[q] + n_new, cached[q]);
+      const auto n = static_cast<int32_t>(t.size());
+      table = table_for(layout, 16 * q, cached[q] + n, cached[q]);
       batch.add_sequence(q, t, cached[q], table, 1);
-      cached[q] += n_new;
+      cached[q] += n;
     }
-    ASSERT_NO_FATAL_FAILURE(run_both(batch, "step " + std::to_string(step)));
+    run_both(batch, what);
+  };
+  for (int step = 0; step < 40; ++step) {
+    // Prompts of 12 tokens (sequence 0 at step 0, 1 at step 20), then decode.
+    ASSERT_NO_FATAL_FAILURE(run_step(
+        0, step < 20 ? 1 : 2, [&](int q) { return step == 0 || (step == 20 && q == 1) ? 12 : 1; },
+        "step " + std::to_string(step)));
   }
   // Every step of up to 8 tokens but the first of each shape replayed a graph.
   EXPECT_GE(graphs.graph_launches(), 30);
   // Ten more sequences' 3-token prompts in one step (30 tokens: eager), then decode steps of all
   // 12 (past 8 tokens, the tiled GEMM): each one a graph's launch (the first captures it).
   const int64_t before = graphs.graph_launches();
-  for (int step = 0; step < 6; ++step) {
-    kv::StepBatch batch;
-    batch.n_kv_groups = layout.n_groups();
-    const int first = step == 0 ? 2 : 0;
-    std::vector<std::vector<int32_t>> tokens(12);
-    std::vector<std::vector<kv::BlockId>> tables(12);
-    for (int q = first; q < 12; ++q) {
-      const int32_t n_new = step == 0 ? 3 : 1;
-      auto& t = tokens[static_cast<size_t>(q)];
-      for (int i = 0; i < n_new; ++i) t.push_back(static_cast<int32_t>(rng() % 200) + 10);
-      auto& table = tables[static_cast<size_t>(q)];
-      table = table_for(layout, 16 * q, cached[q] + n_new, cached[q]);
-      batch.add_sequence(q, t, cached[q], table, 1);
-      cached[q] += n_new;
-    }
-    ASSERT_NO_FATAL_FAILURE(run_both(batch, "12 sequences, step " + std::to_string(step)));
+  ASSERT_NO_FATAL_FAILURE(run_step(
+      2, 12, [](int) { return 3; }, "10 prompts"));
+  for (int step = 0; step < 5; ++step) {
+    ASSERT_NO_FATAL_FAILURE(run_step(
+        0, 12, [](int) { return 1; }, "12 sequences, step " + std::to_string(step)));
   }
   EXPECT_EQ(graphs.graph_launches() - before, 5) << "decode steps of 12 sequences";
   EXPECT_EQ(eager.graph_launches(), 0);
@@ -340,13 +341,7 @@ TEST_F(CudaConformance, StepGraphsGiveTheEagerStepsBitForBit) {
 // option A's first 3 tokens take the GEMV alone and a bf16 GEMM in a step of 33, and A's rows
 // differ (so the comparison can fail).
 TEST_F(CudaConformance, BatchInvariantRunnerGivesASequenceTheSameBitsInAnyStep) {
-  model::TinyModelSpec s;
-  s.architecture = "qwen2";
-  s.weight_type = GgmlType::kQ4_K;
-  s.n_embd = 256;
-  s.n_ff = 512;
-  s.n_layers = 2;
-  const auto bytes = model::build_tiny_model(s).to_bytes();
+  const auto bytes = small_q4_k_model("qwen2");
   const gguf::GgufFile file = gguf::GgufFile::from_bytes(bytes);
   std::mt19937 rng(13);
   std::vector<int32_t> prompt_a;
