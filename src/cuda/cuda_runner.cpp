@@ -17,9 +17,7 @@ namespace llms::cuda {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-// Device memory kept out of every budget: the CUDA context's own allocations beyond what
-// cudaMemGetInfo reports at start, cuBLAS's workspace, and fragmentation.
-constexpr size_t kDeviceReserve = size_t{512} << 20;
+constexpr size_t kDeviceReserve = kDeviceReserveBytes;
 
 model::ModelConfig config_on_device(int device, const gguf::GgufFile& file) {
   // Every CUDA call that follows (the stream, cuBLAS, the uploads) is for this device.

@@ -42,6 +42,10 @@ struct Probe {
 
 Probe probe();
 
+// Device memory the runner keeps out of every budget: the CUDA context's own allocations beyond
+// what cudaMemGetInfo reports at start, cuBLAS's workspace, and fragmentation.
+inline constexpr size_t kDeviceReserveBytes = size_t{512} << 20;
+
 struct RunnerOptions {
   int device = 0;
   // The share of the card's memory this runner may take in all (weights, step buffers and the
