@@ -12,6 +12,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "cuda/cuda_backend.h"
+#include "engine_options.h"
 #include "gguf/gguf_file.h"
 #include "gguf/hf_model_dir.h"
 #include "gguf/safetensors_file.h"
@@ -36,6 +38,8 @@ struct InspectOptions {
   uint64_t batch = 32;
   std::string memory;  // empty: physical memory of this machine
   std::string kv_type = "f16";
+  std::string device = "cpu";  // cpu, cuda or cuda:N: whose memory the budget is
+  double gpu_memory_utilization = 0.9;
 };
 
 uint64_t physical_memory_bytes() {
@@ -159,6 +163,45 @@ ModelFacts hf_facts(const std::filesystem::path& path) {
   return f;
 }
 
+// The engine's default block size: the pool's blocks are counted in these.
+constexpr uint64_t kInspectBlockSize = 16;
+
+struct DeviceBudget {
+  uint64_t bytes = 0;
+  std::string name;  // "cuda:0, NVIDIA H200"
+};
+
+// --device cuda[:N]: the card's memory times --gpu-memory-utilization, less what the CUDA
+// runner keeps out of every budget, as the runner sizes its pool (its step buffers, a few
+// hundred MB, not counted). No device: refused with the probe's reason, as `run` refuses.
+DeviceBudget device_budget(const InspectOptions& opts, kv::KvCacheType kv_type) {
+  engine::EngineConfig config;
+  DeviceOptions device_options;
+  device_options.device = opts.device;
+  device_options.gpu_memory_utilization = opts.gpu_memory_utilization;
+  set_device(device_options, config);
+  if (config.device != engine::Device::kCuda) return {physical_memory_bytes(), "cpu"};
+  if (kv_type != kv::KvCacheType::kF16) {
+    throw Error(Error::Kind::kUnsupported,
+                fmt::format("--kv-type {}: the CUDA runner keeps an f16 KV cache only",
+                            kv::kv_cache_type_name(kv_type)));
+  }
+  const cuda::Probe probe = cuda::probe();
+  if (probe.devices.empty()) {
+    throw Error(Error::Kind::kUnavailable, "--device " + opts.device + ": " + probe.why_none);
+  }
+  for (const cuda::DeviceInfo& d : probe.devices) {
+    if (d.index != config.cuda_device) continue;
+    const double usable = static_cast<double>(d.total_bytes) * opts.gpu_memory_utilization -
+                          static_cast<double>(cuda::kDeviceReserveBytes);
+    return {usable > 0.0 ? static_cast<uint64_t>(usable) : 0,
+            fmt::format("cuda:{}, {}", d.index, d.name)};
+  }
+  throw Error(Error::Kind::kInvalidArgument,
+              fmt::format("--device {}: this machine has {} CUDA device(s)", opts.device,
+                          probe.devices.size()));
+}
+
 json build_report(const std::filesystem::path& path, const InspectOptions& opts) {
   ModelFacts facts = std::filesystem::is_directory(path) ? hf_facts(path) : gguf_facts(path);
   const model::ModelConfig& cfg = facts.cfg;
@@ -224,6 +267,12 @@ json build_report(const std::filesystem::path& path, const InspectOptions& opts)
                                                    std::string(kv::kv_cache_type_names()));
   }
   uint64_t memory = physical_memory_bytes();
+  std::string device = "cpu";
+  if (opts.device != "cpu") {
+    const DeviceBudget d = device_budget(opts, *kv_type);
+    memory = d.bytes;
+    device = d.name;
+  }
   if (!opts.memory.empty()) {
     auto parsed = parse_byte_size(opts.memory);
     if (!parsed) {
@@ -240,6 +289,9 @@ json build_report(const std::filesystem::path& path, const InspectOptions& opts)
     per_token[std::string(kv::kv_cache_type_name(t))] = kv::kv_bytes_per_token(shape, t);
   }
   uint64_t per_sequence = kv::kv_bytes_per_sequence(shape, *kv_type, n_ctx);
+  const uint64_t per_block = kv::kv_bytes_per_token(shape, *kv_type) * kInspectBlockSize;
+  const uint64_t blocks =
+      memory > weight_bytes && per_block > 0 ? (memory - weight_bytes) / per_block : 0;
   r["kv_cache"] = {
       {"cache_type", kv::kv_cache_type_name(*kv_type)},
       {"formula",
@@ -253,8 +305,12 @@ json build_report(const std::filesystem::path& path, const InspectOptions& opts)
       {"bytes_for_batch", per_sequence * opts.batch},
       {"bytes_per_sequence_without_gqa",
        kv::kv_bytes_per_sequence(shape.with_kv_heads(cfg.n_heads), *kv_type, n_ctx)},
+      {"device", device},
       {"memory_budget", memory},
       {"weights_bytes", weight_bytes},
+      {"block_size", kInspectBlockSize},
+      {"bytes_per_block", per_block},
+      {"blocks", blocks},
       {"max_sequences", kv::max_sequences(shape, *kv_type, n_ctx, memory, weight_bytes)},
   };
   return r;
@@ -335,9 +391,13 @@ void print_text(const json& r) {
   }
   fmt::print("  batch of {:<10} {}\n", kv["batch"].get<uint64_t>(),
              format_bytes(kv["bytes_for_batch"]));
-  fmt::print("  budget               {} memory - {} weights -> {} sequences of {} tokens\n",
-             format_bytes(kv["memory_budget"]), format_bytes(kv["weights_bytes"]),
-             kv["max_sequences"].get<uint64_t>(), kv["context"].get<uint64_t>());
+  fmt::print(
+      "  budget ({})  {} memory - {} weights -> {} blocks of {} tokens, {} sequences of {} "
+      "tokens\n",
+      kv["device"].get<std::string>(), format_bytes(kv["memory_budget"]),
+      format_bytes(kv["weights_bytes"]), kv["blocks"].get<uint64_t>(),
+      kv["block_size"].get<uint64_t>(), kv["max_sequences"].get<uint64_t>(),
+      kv["context"].get<uint64_t>());
 }
 
 int run_inspect(const InspectOptions& opts) {
@@ -367,6 +427,13 @@ void add_inspect_command(CLI::App& app, int& exit_code) {
                   "Memory budget, e.g. 24GiB (default: this machine's RAM)");
   cmd->add_option("--kv-type", opts->kv_type,
                   "KV cache element type: " + std::string(kv::kv_cache_type_names()));
+  cmd->add_option("--device", opts->device,
+                  "Whose memory the budget is: cpu (this machine's RAM), cuda or cuda:N (the "
+                  "GPU's, as the CUDA runner sizes its KV pool)")
+      ->capture_default_str();
+  cmd->add_option("--gpu-memory-utilization", opts->gpu_memory_utilization,
+                  "With --device cuda: the share of the GPU's memory to use, as in serve")
+      ->capture_default_str();
   cmd->callback([opts, &exit_code] { exit_code = run_inspect(*opts); });
 }
 
