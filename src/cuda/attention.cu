@@ -152,11 +152,6 @@ __device__ __forceinline__ float finished(float acc, float sum) {
   return sum > 0.0f ? __fdiv_rn(acc, sum) : 0.0f;
 }
 
-__device__ __forceinline__ int32_t first_tile(const AttentionParams& p, int32_t pos) {
-  const int32_t lo = p.window > 0 ? max(0, pos - p.window + 1) : 0;
-  return lo / kAttentionTileKeys;
-}
-
 // Eight f16 values of a key from e on, widened.
 template <bool kVectorKeys>
 __device__ __forceinline__ void load8(const uint16_t* src, int32_t e, float (&out)[8]) {
@@ -201,8 +196,8 @@ __global__ void __launch_bounds__(kAttentionThreads) paged_attention_kernel(Atte
   const int32_t warp = tid / kWarpSize;
   const int32_t lane = tid % kWarpSize;
   const int32_t pos = p.token_pos[i];
-  const int32_t lo = p.window > 0 ? max(0, pos - p.window + 1) : 0;
-  const int32_t first = first_tile(p, pos);
+  const int32_t lo = attention_first_key(pos, p.window);
+  const int32_t first = lo / kAttentionTileKeys;
   const int32_t last = pos / kAttentionTileKeys;
   // The same for every thread of the block, so leaving before any barrier is safe.
   if (first + static_cast<int32_t>(blockIdx.z) > last) return;
@@ -386,7 +381,7 @@ __global__ void __launch_bounds__(kAttentionThreads) combine_tiles_kernel(Attent
   const int64_t i = blockIdx.x;
   const int32_t h = static_cast<int32_t>(blockIdx.y);
   const int32_t pos = p.token_pos[i];
-  const int32_t n_tiles = pos / kAttentionTileKeys - first_tile(p, pos) + 1;
+  const int32_t n_tiles = attention_tiles(pos, p.window);
   const int64_t stride = p.head_dim_v + 2;
   const float* states = p.tile_states + (i * p.n_heads + h) * p.tile_capacity * stride;
   float* out = p.out + (i * p.n_heads + h) * p.head_dim_v;
@@ -437,6 +432,11 @@ __global__ void __launch_bounds__(kCopyThreads) copy_pages_kernel(CopyParams p) 
       to[u] = from[u];
     }
   }
+}
+
+// Blocks a KV head's query heads take, kMaxGroupHeads at most each.
+int32_t blocks_per_kv_head(int32_t q_per_kv) {
+  return (q_per_kv + kMaxGroupHeads - 1) / kMaxGroupHeads;
 }
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
@@ -495,7 +495,7 @@ void paged_attention(const KvLayerView& kv, const AttentionBatch& batch, const f
   params.out = out;
 
   params.group_heads = std::min(params.q_per_kv, kMaxGroupHeads);
-  params.head_groups = (params.q_per_kv + params.group_heads - 1) / params.group_heads;
+  params.head_groups = blocks_per_kv_head(params.q_per_kv);
   params.splits = split.splits;
   params.tile_capacity = split.tile_capacity;
   params.tile_states = split.tile_states;
@@ -525,10 +525,8 @@ int64_t attention_tile_state_floats(int32_t n_tokens, int32_t n_heads, int32_t h
 int32_t attention_splits_for(int32_t n_tokens, int32_t n_heads, int32_t n_kv_heads,
                              int32_t target_blocks) {
   if (n_tokens <= 0 || n_kv_heads <= 0 || n_heads < n_kv_heads) return 1;
-  const int32_t q_per_kv = n_heads / n_kv_heads;
-  const int32_t group_heads = std::min(q_per_kv, kMaxGroupHeads);
   const int64_t blocks =
-      static_cast<int64_t>(n_tokens) * n_kv_heads * ((q_per_kv + group_heads - 1) / group_heads);
+      static_cast<int64_t>(n_tokens) * n_kv_heads * blocks_per_kv_head(n_heads / n_kv_heads);
   const int64_t splits = (target_blocks + blocks - 1) / blocks;
   return static_cast<int32_t>(std::clamp<int64_t>(splits, 1, kMaxAttentionSplits));
 }

@@ -31,14 +31,8 @@
 #include <cstring>
 
 #include "gguf/ggml_type.h"
+#include "host_device.h"
 
-#if defined(__CUDACC__)
-#define LLMS_HOST_DEVICE __host__ __device__
-#define LLMS_FORCE_INLINE __forceinline__
-#else
-#define LLMS_HOST_DEVICE
-#define LLMS_FORCE_INLINE inline
-#endif
 // Unrolled on the device so that out[] and the quants stay in registers. Only in nvcc's device
 // pass: its host pass hands _Pragma("unroll") to the host compiler, which warns about it.
 #if defined(__CUDA_ARCH__)

@@ -17,7 +17,6 @@ namespace llms::cuda {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-constexpr size_t kDeviceReserve = kDeviceReserveBytes;
 
 model::ModelConfig config_on_device(int device, const gguf::GgufFile& file) {
   // Every CUDA call that follows (the stream, cuBLAS, the uploads) is for this device.
@@ -125,7 +124,7 @@ void CudaRunner::upload_weights(const gguf::GgufFile& file) {
   check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
   const double allowed = static_cast<double>(total_bytes) * options_.gpu_memory_utilization -
                          static_cast<double>(total_bytes - free_bytes) -
-                         static_cast<double>(kDeviceReserve);
+                         static_cast<double>(kDeviceReserveBytes);
   if (static_cast<double>(total) > allowed) {
     throw Error(
         Error::Kind::kUnavailable,
@@ -222,7 +221,7 @@ int64_t CudaRunner::kv_memory_available() const {
   check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
   const double left = static_cast<double>(free_bytes) -
                       static_cast<double>(total_bytes) * (1.0 - options_.gpu_memory_utilization) -
-                      static_cast<double>(kDeviceReserve);
+                      static_cast<double>(kDeviceReserveBytes);
   return left > 0.0 ? static_cast<int64_t>(left) : 0;
 }
 

@@ -7,8 +7,8 @@
 //
 // Matrices stay in their GGUF block format on the device (DeviceMatrix, row r at
 // data + r * row_bytes), so decode streams exactly the file's bytes; the block decoders shared
-// with the host tests are in cuda/block_decode.h. This header is plain C++ (no CUDA syntax), so
-// host code compiled by the C++ compiler includes it.
+// with the host tests are in cuda/block_decode.h. This header is plain C++ (no CUDA syntax but
+// cuda/host_device.h's qualifiers), so host code compiled by the C++ compiler includes it.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "gguf/ggml_type.h"
+#include "host_device.h"
 
 namespace llms::cuda {
 
@@ -132,10 +133,13 @@ struct AttentionBatch {
 // paged_attention cuts a token's keys into tiles at multiples of this many positions.
 constexpr int32_t kAttentionTileKeys = 128;
 
-// The tiles a token at position pos sees with a window (0: none).
-inline int32_t attention_tiles(int32_t pos, int32_t window) {
-  const int32_t lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-  return pos / kAttentionTileKeys - lo / kAttentionTileKeys + 1;
+// The first key a token at position pos sees with a window (0: none), and the tiles it spans
+// (the kernels and the host's capacity check share these).
+LLMS_HOST_DEVICE LLMS_FORCE_INLINE int32_t attention_first_key(int32_t pos, int32_t window) {
+  return window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+}
+LLMS_HOST_DEVICE LLMS_FORCE_INLINE int32_t attention_tiles(int32_t pos, int32_t window) {
+  return pos / kAttentionTileKeys - attention_first_key(pos, window) / kAttentionTileKeys + 1;
 }
 
 // How many thread blocks share one token's tiles. With splits = 1 a block per (token, KV head)

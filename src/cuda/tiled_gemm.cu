@@ -22,12 +22,10 @@
 #include <cuda_runtime.h>
 #include <mma.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 
 #include "block_decode.h"
-#include "cuda_check.h"
 #include "device_kernels.h"
 #include "launch.h"
 #include "type_dispatch.h"
